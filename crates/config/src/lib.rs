@@ -1,0 +1,1 @@
+//! ctcp config crate (work in progress).

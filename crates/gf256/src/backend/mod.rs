@@ -1,0 +1,156 @@
+//! Backend selection: one table of kernel functions, chosen once at first use.
+
+pub(crate) mod scalar;
+
+use std::sync::OnceLock;
+
+/// A GF(256) slice-kernel implementation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Backend {
+    /// Portable table-driven reference code.
+    Scalar,
+}
+
+impl Backend {
+    /// The lower-case name used by `CTCP_GF256_BACKEND`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Scalar => "scalar",
+        }
+    }
+
+    /// Every backend this build knows, whether or not the CPU supports it.
+    pub fn all() -> &'static [Backend] {
+        &[Backend::Scalar]
+    }
+
+    /// Whether this CPU can run the backend.
+    pub fn is_supported(self) -> bool {
+        match self {
+            Backend::Scalar => true,
+        }
+    }
+
+    /// The kernels of this backend, or `None` if the CPU lacks the instructions.
+    pub(crate) fn kernels(self) -> Option<Kernels> {
+        match self {
+            Backend::Scalar => Some(Kernels::SCALAR),
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Backend::all()
+            .iter()
+            .copied()
+            .find(|b| b.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| format!("unknown GF(256) backend {s:?}"))
+    }
+}
+
+/// `dsts[j] ^= coefs[j]·src` (one source, several outputs).
+pub(crate) type MadMultiFn = fn(&mut [&mut [u8]], &[u8], &[u8]);
+/// `dsts[j] ^= Σ_i coefs[j·k + i]·srcs[i]` (k sources, several outputs).
+pub(crate) type DotMultiFn = fn(&mut [&mut [u8]], &[&[u8]], &[u8]);
+
+/// Function pointers of one backend. Callers have already checked lengths and handled
+/// the coefficients 0 and 1, so kernels see equal lengths and `c >= 2` (multi forms may see
+/// any coefficient).
+#[derive(Clone, Copy)]
+pub(crate) struct Kernels {
+    pub(crate) backend: Backend,
+    pub(crate) add: fn(&mut [u8], &[u8]),
+    pub(crate) mul_add: fn(&mut [u8], &[u8], u8),
+    pub(crate) mul: fn(&mut [u8], &[u8], u8),
+    pub(crate) scale: fn(&mut [u8], u8),
+    /// `dst ^= Σ coefs[i]·srcs[i]`.
+    pub(crate) dot_add: fn(&mut [u8], &[&[u8]], &[u8]),
+    /// `dsts[j] ^= coefs[j]·src`, `dsts.len() <= 4`.
+    pub(crate) mad_multi: MadMultiFn,
+    /// `dsts[j] ^= Σ_i coefs[j·k + i]·srcs[i]`, `dsts.len() <= 4`, k = `srcs.len()`.
+    pub(crate) dot_add_multi: DotMultiFn,
+}
+
+fn generic_dot_add(
+    dst: &mut [u8],
+    srcs: &[&[u8]],
+    coefs: &[u8],
+    mul_add: fn(&mut [u8], &[u8], u8),
+) {
+    for (s, &c) in srcs.iter().zip(coefs) {
+        match c {
+            0 => {}
+            1 => scalar::add_slice(dst, s),
+            c => mul_add(dst, s, c),
+        }
+    }
+}
+
+impl Kernels {
+    pub(crate) const SCALAR: Kernels = Kernels {
+        backend: Backend::Scalar,
+        add: scalar::add_slice,
+        mul_add: scalar::mul_add_slice,
+        mul: scalar::mul_slice,
+        scale: scalar::scale_slice,
+        dot_add: |dst, srcs, coefs| generic_dot_add(dst, srcs, coefs, scalar::mul_add_slice),
+        mad_multi: |dsts, src, coefs| {
+            for (d, &c) in dsts.iter_mut().zip(coefs) {
+                match c {
+                    0 => {}
+                    1 => scalar::add_slice(d, src),
+                    c => scalar::mul_add_slice(d, src, c),
+                }
+            }
+        },
+        dot_add_multi: |dsts, srcs, coefs| {
+            let k = srcs.len();
+            for (j, d) in dsts.iter_mut().enumerate() {
+                generic_dot_add(d, srcs, &coefs[j * k..(j + 1) * k], scalar::mul_add_slice);
+            }
+        },
+    };
+}
+
+static ACTIVE: OnceLock<Kernels> = OnceLock::new();
+
+/// The fastest backend this CPU supports.
+pub(crate) fn best() -> Backend {
+    Backend::all()
+        .iter()
+        .rev()
+        .copied()
+        .find(|b| b.is_supported())
+        .unwrap_or(Backend::Scalar)
+}
+
+fn choose() -> Kernels {
+    if let Ok(name) = std::env::var("CTCP_GF256_BACKEND") {
+        match name.parse::<Backend>() {
+            Ok(b) => match b.kernels() {
+                Some(k) => return k,
+                None => eprintln!(
+                    "ctcp-gf256: backend {b} is not supported by this CPU; using {}",
+                    best()
+                ),
+            },
+            Err(e) => eprintln!("ctcp-gf256: {e} in CTCP_GF256_BACKEND; using {}", best()),
+        }
+    }
+    best().kernels().unwrap_or(Kernels::SCALAR)
+}
+
+/// The kernels in use, chosen on first call.
+#[inline]
+pub(crate) fn active() -> &'static Kernels {
+    ACTIVE.get_or_init(choose)
+}

@@ -1,0 +1,1 @@
+//! ctcp proto crate (work in progress).

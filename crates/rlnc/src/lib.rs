@@ -1,0 +1,1 @@
+//! ctcp rlnc crate (work in progress).

@@ -1,0 +1,1 @@
+//! ctcp runtime crate (work in progress).

@@ -1,0 +1,1 @@
+//! ctcp sim crate (work in progress).

@@ -1,0 +1,1 @@
+//! ctcp socks5 crate (work in progress).

@@ -1,0 +1,3 @@
+//! proxy-forward binary.
+
+fn main() {}

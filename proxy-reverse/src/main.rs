@@ -1,0 +1,3 @@
+//! proxy-reverse binary.
+
+fn main() {}
