@@ -777,8 +777,8 @@ impl TcpReceiver {
         let mut ranges: Vec<(u64, u64)> = Vec::new();
         for &seq in self.ooo.keys() {
             match ranges.last_mut() {
-                Some((_, end)) if *end == seq => *end += 1,
-                _ => ranges.push((seq, seq + 1)),
+                Some((_, end)) if *end == seq => *end = end.saturating_add(1),
+                _ => ranges.push((seq, seq.saturating_add(1))),
             }
         }
         let mut out = Vec::with_capacity(MAX_SACK_BLOCKS);

@@ -303,3 +303,36 @@ fn trace_records_offers_and_deliveries() {
     assert_eq!(tr[1].kind, TraceKind::Delivered);
     assert_eq!(tr[1].at - tr[0].at, Duration::from_millis(11));
 }
+
+#[test]
+fn link_spec_builds_nodes_in_documented_order() {
+    let mut sim = Sim::with_seed(Seed(6));
+    let spec = LinkSpec::new(10_000_000, Duration::from_millis(100));
+    assert_eq!(spec.effective_queue_bytes(), 125_000);
+    let (fwd, ret) = sim.add_link(&spec);
+    let names: Vec<_> = sim.path(fwd).iter().map(|&n| sim.node_name(n)).collect();
+    assert_eq!(names, ["rate", "delay"]);
+    assert_ne!(sim.path(fwd), sim.path(ret));
+    let full = spec
+        .mtu(1500)
+        .jitter(Duration::from_millis(1))
+        .loss(LossModel::Bernoulli(0.1))
+        .reorder(0.1, Duration::from_millis(5))
+        .duplicate(0.1)
+        .corrupt(0.1);
+    let p = full.build_path(&mut sim);
+    let names: Vec<_> = sim.path(p).iter().map(|&n| sim.node_name(n)).collect();
+    assert_eq!(
+        names,
+        [
+            "mtu",
+            "rate",
+            "delay",
+            "jitter",
+            "bernoulli",
+            "reorder",
+            "duplicate",
+            "corrupt"
+        ]
+    );
+}
