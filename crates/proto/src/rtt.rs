@@ -1,1 +1,319 @@
-//! Work in progress.
+//! Round-trip time estimation.
+//!
+//! [`RttEstimator`] keeps the RFC 9002 smoothed RTT and variance (used for timers and
+//! pacing), a *windowed* minimum RTT (the propagation delay, used by CTCP's backoff
+//! `β = RTT_min/RTT`; windowed so that a lasting route change does not lock in a stale
+//! minimum, as in BBR) and the minimum over the last round trip (CTCP's "current-RTT
+//! minimum", which shows a standing queue without being fooled by a single late sample).
+//!
+//! Both minima use Kathleen Nichols' windowed filter (three samples, O(1) per update, as
+//! in Linux `lib/win_minmax.c`), so feeding one sample per ACK costs a few comparisons.
+
+use std::time::{Duration, Instant};
+
+/// Default length of the window over which [`RttEstimator::min_rtt`] is the minimum (as BBR).
+pub const DEFAULT_MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
+
+/// Lower bound on the variance term of the probe timeout (RFC 9002 `kGranularity`).
+const GRANULARITY: Duration = Duration::from_millis(1);
+
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    time: Instant,
+    value: Duration,
+}
+
+/// Kathleen Nichols' windowed minimum: the best, second-best and third-best samples of
+/// successive sub-windows. Returns the minimum of (roughly) the last `win`.
+#[derive(Debug, Clone, Default)]
+struct WindowedMin {
+    s: Option<[Sample; 3]>,
+}
+
+impl WindowedMin {
+    fn get(&self) -> Option<Duration> {
+        self.s.map(|s| s[0].value)
+    }
+
+    fn update(&mut self, win: Duration, time: Instant, value: Duration) {
+        let val = Sample { time, value };
+        let Some(s) = self.s.as_mut() else {
+            self.s = Some([val; 3]);
+            return;
+        };
+        // A new minimum, or nothing left in the window: restart from this sample.
+        if value <= s[0].value || time.saturating_duration_since(s[2].time) > win {
+            *s = [val; 3];
+            return;
+        }
+        if value <= s[1].value {
+            s[1] = val;
+            s[2] = val;
+        } else if value <= s[2].value {
+            s[2] = val;
+        }
+        // Age the sub-window samples.
+        let dt = time.saturating_duration_since(s[0].time);
+        if dt > win {
+            s[0] = s[1];
+            s[1] = s[2];
+            s[2] = val;
+            if time.saturating_duration_since(s[0].time) > win {
+                s[0] = s[1];
+                s[1] = s[2];
+                s[2] = val;
+            }
+        } else if s[1].time == s[0].time && dt > win / 4 {
+            s[1] = val;
+            s[2] = val;
+        } else if s[2].time == s[1].time && dt > win / 2 {
+            s[2] = val;
+        }
+    }
+}
+
+/// RTT estimator: RFC 9002 smoothing plus the windowed minima CTCP's congestion control
+/// needs. All time comes in as arguments (sans-IO).
+#[derive(Debug, Clone)]
+pub struct RttEstimator {
+    initial: Duration,
+    latest: Duration,
+    smoothed: Duration,
+    var: Duration,
+    has_samples: bool,
+    min_window: Duration,
+    min_filter: WindowedMin,
+    round_filter: WindowedMin,
+}
+
+impl RttEstimator {
+    /// Creates an estimator that reports `initial_rtt` (and half of it as variance) until
+    /// the first sample arrives, with the default 10 s min-RTT window.
+    pub fn new(initial_rtt: Duration) -> Self {
+        RttEstimator {
+            initial: initial_rtt,
+            latest: initial_rtt,
+            smoothed: initial_rtt,
+            var: initial_rtt / 2,
+            has_samples: false,
+            min_window: DEFAULT_MIN_RTT_WINDOW,
+            min_filter: WindowedMin::default(),
+            round_filter: WindowedMin::default(),
+        }
+    }
+
+    /// Sets the window of [`Self::min_rtt`]: longer is steadier, shorter follows route
+    /// changes sooner. Zero is raised to 1 ms.
+    #[must_use]
+    pub fn with_min_rtt_window(mut self, window: Duration) -> Self {
+        self.min_window = window.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Window over which [`Self::min_rtt`] is a minimum.
+    pub fn min_rtt_window(&self) -> Duration {
+        self.min_window
+    }
+
+    /// Feeds one RTT sample taken at `now`; `ack_delay` is the time the peer held the ACK.
+    ///
+    /// The minima see the raw sample (as RFC 9002's `min_rtt`, so a misreported delay
+    /// cannot pull them below the path's true RTT); the smoothed RTT sees the sample minus
+    /// `ack_delay` when that still leaves it at or above the minimum.
+    pub fn update(&mut self, now: Instant, sample: Duration, ack_delay: Duration) {
+        self.latest = sample;
+        self.min_filter.update(self.min_window, now, sample);
+        let min = self.min_filter.get().unwrap_or(sample);
+        if !self.has_samples {
+            self.has_samples = true;
+            self.smoothed = sample;
+            self.var = sample / 2;
+        } else {
+            let adjusted = match sample.checked_sub(ack_delay) {
+                Some(a) if a >= min => a,
+                _ => sample,
+            };
+            let dev = self.smoothed.abs_diff(adjusted);
+            self.var = (self.var * 3 + dev) / 4;
+            self.smoothed = (self.smoothed * 7 + adjusted) / 8;
+        }
+        self.round_filter.update(self.smoothed.max(Duration::from_micros(1)), now, sample);
+    }
+
+    /// Smoothed RTT (RFC 9002); the initial RTT before the first sample.
+    pub fn srtt(&self) -> Duration {
+        self.smoothed
+    }
+
+    /// RTT variance (RFC 9002 `rttvar`).
+    pub fn rttvar(&self) -> Duration {
+        self.var
+    }
+
+    /// The most recent raw sample; the initial RTT before the first sample.
+    pub fn latest(&self) -> Duration {
+        self.latest
+    }
+
+    /// Minimum RTT over the last [`Self::min_rtt_window`] (default 10 s): the estimated
+    /// propagation delay. The initial RTT before the first sample.
+    pub fn min_rtt(&self) -> Duration {
+        self.min_filter.get().unwrap_or(self.initial)
+    }
+
+    /// Minimum RTT sample within (about) the last smoothed RTT: CTCP's "current-RTT
+    /// minimum". Above [`Self::min_rtt`] it means a standing queue, not a one-off spike.
+    pub fn round_min(&self) -> Duration {
+        self.round_filter.get().unwrap_or(self.initial)
+    }
+
+    /// Probe timeout: `srtt + max(4·rttvar, 1 ms) + max_ack_delay` (RFC 9002 §6.2.1).
+    pub fn pto(&self, max_ack_delay: Duration) -> Duration {
+        self.smoothed + (self.var * 4).max(GRANULARITY) + max_ack_delay
+    }
+
+    /// Whether at least one sample has been fed.
+    pub fn has_samples(&self) -> bool {
+        self.has_samples
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[allow(clippy::disallowed_methods)]
+    fn base() -> Instant {
+        Instant::now()
+    }
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn initial_values_before_samples() {
+        let r = RttEstimator::new(ms(100));
+        assert!(!r.has_samples());
+        assert_eq!(r.srtt(), ms(100));
+        assert_eq!(r.rttvar(), ms(50));
+        assert_eq!(r.min_rtt(), ms(100));
+        assert_eq!(r.round_min(), ms(100));
+        assert_eq!(r.pto(ms(5)), ms(100 + 200 + 5));
+    }
+
+    #[test]
+    fn first_sample_sets_srtt_and_var() {
+        let t = base();
+        let mut r = RttEstimator::new(ms(333));
+        r.update(t, ms(80), ms(0));
+        assert!(r.has_samples());
+        assert_eq!(r.srtt(), ms(80));
+        assert_eq!(r.rttvar(), ms(40));
+        assert_eq!(r.latest(), ms(80));
+        assert_eq!(r.min_rtt(), ms(80));
+    }
+
+    #[test]
+    fn rfc9002_smoothing_and_ack_delay() {
+        let t = base();
+        let mut r = RttEstimator::new(ms(100));
+        r.update(t, ms(100), ms(0));
+        // 120 - 10 = 110 >= min 100: subtracted. srtt = (7*100 + 110)/8, var = (3*50 + 10)/4.
+        r.update(t + ms(100), ms(120), ms(10));
+        assert_eq!(r.srtt(), Duration::from_micros(101_250));
+        assert_eq!(r.rttvar(), ms(40));
+        assert_eq!(r.latest(), ms(120));
+        // 104 - 10 = 94 < min 100: not subtracted.
+        let mut r2 = RttEstimator::new(ms(100));
+        r2.update(t, ms(100), ms(0));
+        r2.update(t + ms(100), ms(104), ms(10));
+        assert_eq!(r2.srtt(), Duration::from_micros(100_500));
+    }
+
+    #[test]
+    fn pto_has_granularity_floor() {
+        let t = base();
+        let mut r = RttEstimator::new(ms(100));
+        for i in 0..200 {
+            r.update(t + ms(i * 10), ms(50), ms(0));
+        }
+        assert!(r.rttvar() < Duration::from_micros(250));
+        assert_eq!(r.pto(ms(5)), ms(50) + ms(1) + ms(5));
+    }
+
+    #[test]
+    fn min_rtt_expires_after_window() {
+        let t = base();
+        let mut r = RttEstimator::new(ms(100));
+        for i in 0..50 {
+            r.update(t + ms(i * 100), ms(100), ms(0));
+        }
+        assert_eq!(r.min_rtt(), ms(100));
+        // Route change at 5 s: RTT now 200 ms. The last 100 ms sample was at 4.9 s.
+        let mut at_14s = None;
+        for i in 50..200 {
+            let now = t + ms(i * 100);
+            r.update(now, ms(200), ms(0));
+            if i == 140 {
+                at_14s = Some(r.min_rtt());
+            }
+        }
+        assert_eq!(at_14s, Some(ms(100)), "still inside the 10 s window");
+        assert_eq!(r.min_rtt(), ms(200), "expired after the window");
+    }
+
+    #[test]
+    fn min_rtt_window_is_configurable() {
+        let t = base();
+        let mut r = RttEstimator::new(ms(100)).with_min_rtt_window(Duration::from_secs(1));
+        r.update(t, ms(50), ms(0));
+        r.update(t + ms(500), ms(90), ms(0));
+        assert_eq!(r.min_rtt(), ms(50));
+        r.update(t + ms(1600), ms(90), ms(0));
+        assert_eq!(r.min_rtt(), ms(90));
+    }
+
+    #[test]
+    fn round_min_tracks_last_round_only() {
+        let t = base();
+        let mut r = RttEstimator::new(ms(100));
+        let mut now = t;
+        for _ in 0..100 {
+            now += ms(10);
+            r.update(now, ms(100), ms(0));
+        }
+        // A queue builds: samples rise to 130 ms and stay.
+        for _ in 0..300 {
+            now += ms(10);
+            r.update(now, ms(130), ms(0));
+        }
+        assert_eq!(r.min_rtt(), ms(100));
+        assert_eq!(r.round_min(), ms(130));
+        // One low outlier within the round pulls the round minimum down.
+        now += ms(10);
+        r.update(now, ms(101), ms(0));
+        assert_eq!(r.round_min(), ms(101));
+        // ...but only for about one round.
+        for _ in 0..40 {
+            now += ms(10);
+            r.update(now, ms(130), ms(0));
+        }
+        assert_eq!(r.round_min(), ms(130));
+    }
+
+    #[test]
+    fn single_spike_does_not_raise_round_min() {
+        let t = base();
+        let mut r = RttEstimator::new(ms(100));
+        let mut now = t;
+        for _ in 0..100 {
+            now += ms(5);
+            r.update(now, ms(100), ms(0));
+        }
+        now += ms(5);
+        r.update(now, ms(400), ms(0));
+        assert_eq!(r.round_min(), ms(100));
+        assert_eq!(r.latest(), ms(400));
+    }
+}

@@ -1,0 +1,46 @@
+//! Congestion avoidance phase: H-TCP growth (Leith & Shorten), as in CTCP v2.
+//!
+//! The increase per round trip depends on the time Δ since the last backoff, not on the RTT,
+//! so the window opens quickly on long-RTT paths once the link has been quiet for a second:
+//! `α(Δ) = 1` for `Δ ≤ 1 s`, else `1 + 10(Δ−1) + ((Δ−1)/2)²` packets per RTT.
+//!
+//! As in H-TCP with adaptive backoff, `α` is scaled by `2(1−β)` (β of the last backoff), so
+//! an AIMD flow that backs off gently also grows gently (`throughput ∝ √(α(1+β)/(1−β))`
+//! stays comparable to a halving flow's); this is what keeps a flow whose β is near 1 from
+//! taking a shared bottleneck from Cubic. The scaled `α` is then capped at half the window
+//! per round trip: growth in congestion avoidance never outruns slow start (×2 per RTT),
+//! and the overshoot into a queue within one round is bounded by `cwnd/2`, however long
+//! the flow has gone without a backoff.
+
+use std::time::Duration;
+
+/// Δ below which H-TCP grows like Reno (1 packet per RTT).
+const LOW_SPEED: f64 = 1.0;
+
+/// H-TCP's increase in packets per round trip, `Δ` after the last backoff (unscaled).
+pub fn htcp_alpha(delta: Duration) -> f64 {
+    let d = delta.as_secs_f64() - LOW_SPEED;
+    if d <= 0.0 {
+        1.0
+    } else {
+        1.0 + 10.0 * d + (d / 2.0) * (d / 2.0)
+    }
+}
+
+/// H-TCP's scaling of α for a backoff factor β: `2(1−β)` (1 at β = ½).
+pub(super) fn alpha_scale(beta: f64) -> f64 {
+    2.0 * (1.0 - beta)
+}
+
+/// Increase per round trip actually applied: scaled α, capped at half the window (and at
+/// least a tiny positive amount so growth never stops).
+pub(super) fn effective_alpha(cwnd: f64, delta: Duration, beta: f64) -> f64 {
+    (htcp_alpha(delta) * alpha_scale(beta)).min((cwnd / 2.0).max(1.0))
+}
+
+/// The window after `acked` packets were acknowledged in congestion avoidance:
+/// `cwnd += α/cwnd` per packet (fractions accumulate in the `f64` window).
+pub(super) fn grow(cwnd: f64, acked: u64, delta: Duration, beta: f64) -> f64 {
+    let cwnd = cwnd.max(1.0);
+    cwnd + effective_alpha(cwnd, delta, beta) * acked as f64 / cwnd
+}

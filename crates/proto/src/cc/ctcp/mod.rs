@@ -1,0 +1,147 @@
+//! CTCP v2 congestion control: slow start with a delay-based exit, H-TCP growth, and a
+//! backoff of `β = RTT_min/RTT` only when loss coincides with queueing delay, at most once
+//! per round trip. Random loss on an empty queue (what the network code repairs) never
+//! shrinks the window; a full drop-tail queue (srtt ≫ RTT_min) does, so the flow shares a
+//! bottleneck with Cubic.
+//!
+//! One phase per file: slow start (`slow_start.rs`), growth (`growth.rs`), backoff
+//! (`backoff.rs`); this file only sequences them.
+
+use super::{cwnd_limited, in_recovery, CcConfig, Controller};
+use crate::rtt::RttEstimator;
+use std::time::{Duration, Instant};
+
+mod backoff;
+mod growth;
+mod slow_start;
+#[cfg(test)]
+mod tests;
+
+pub use growth::htcp_alpha;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    SlowStart,
+    Growth,
+}
+
+/// The CTCP v2 controller (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Ctcp {
+    cfg: CcConfig,
+    /// Window in packets with its fractional part (H-TCP adds `α/cwnd` per ACK).
+    cwnd: f64,
+    phase: Phase,
+    /// Start of the H-TCP Δ clock: the last backoff, or the delay-based slow-start exit.
+    epoch: Option<Instant>,
+    /// When the last backoff happened; losses of packets sent before it are the same round.
+    recovery_start: Option<Instant>,
+    /// β of the last backoff (½ before any), scaling H-TCP's α.
+    last_beta: f64,
+    backoffs: u64,
+    ignored_losses: u64,
+    /// srtt at the last ACK or loss, for the optional rate ceiling (none before).
+    srtt: Option<Duration>,
+}
+
+impl Ctcp {
+    /// A controller in slow start at `cfg.initial_window`.
+    pub fn new(cfg: CcConfig) -> Self {
+        let cwnd = cfg.initial_window.clamp(cfg.min_window.max(1), cfg.max_window.max(1)) as f64;
+        Ctcp {
+            cfg,
+            cwnd,
+            phase: Phase::SlowStart,
+            epoch: None,
+            recovery_start: None,
+            last_beta: backoff::BETA_MIN,
+            backoffs: 0,
+            ignored_losses: 0,
+            srtt: None,
+        }
+    }
+
+    /// β applied by the last backoff (0.5 before any): `RTT_min / round_min`, clamped.
+    pub fn last_beta(&self) -> f64 {
+        self.last_beta
+    }
+
+    /// Number of backoffs so far (gated congestion events, at most one per round).
+    pub fn backoffs(&self) -> u64 {
+        self.backoffs
+    }
+
+    /// Lost packets reported in congestion events that did not back off: random loss on
+    /// an empty queue, or more loss from a round already backed off.
+    pub fn ignored_losses(&self) -> u64 {
+        self.ignored_losses
+    }
+
+    /// Current H-TCP increase in packets per round trip at `now` (after scaling and cap).
+    pub fn alpha(&self, now: Instant) -> f64 {
+        growth::effective_alpha(self.cwnd, self.delta(now), self.last_beta)
+    }
+
+    fn delta(&self, now: Instant) -> Duration {
+        self.epoch.map_or(Duration::ZERO, |e| now.saturating_duration_since(e))
+    }
+
+    fn ceiling(&self) -> u64 {
+        self.srtt.map_or(self.cfg.max_window, |s| self.cfg.ceiling(s))
+    }
+
+    fn clamp(&mut self) {
+        let ceiling = self.ceiling() as f64;
+        self.cwnd = self.cwnd.min(ceiling).max(self.cfg.min_window as f64);
+    }
+}
+
+impl Controller for Ctcp {
+    fn on_sent(&mut self, _now: Instant, _packets: u64, _in_flight: u64) {}
+
+    fn on_ack(&mut self, now: Instant, acked: u64, in_flight: u64, rtt: &RttEstimator) {
+        self.srtt = Some(rtt.srtt());
+        if acked == 0 || !cwnd_limited(acked, in_flight, self.window()) {
+            self.clamp();
+            return;
+        }
+        if self.phase == Phase::SlowStart && slow_start::delay_rise(rtt) {
+            self.phase = Phase::Growth;
+            self.epoch = Some(now);
+        }
+        self.cwnd = match self.phase {
+            Phase::SlowStart => slow_start::grow(self.cwnd, acked),
+            Phase::Growth => growth::grow(self.cwnd, acked, self.delta(now), self.last_beta),
+        };
+        self.clamp();
+    }
+
+    fn on_congestion_event(&mut self, now: Instant, sent_time: Instant, lost: u64, rtt: &RttEstimator) {
+        self.srtt = Some(rtt.srtt());
+        if in_recovery(self.recovery_start, sent_time) || !backoff::queueing(rtt) {
+            self.ignored_losses += lost;
+            return;
+        }
+        let beta = backoff::beta_now(rtt);
+        self.cwnd *= beta;
+        self.last_beta = beta;
+        self.recovery_start = Some(now);
+        self.epoch = Some(now);
+        self.phase = Phase::Growth;
+        self.backoffs += 1;
+        self.clamp();
+    }
+
+    fn window(&self) -> u64 {
+        let ceiling = self.ceiling();
+        ((self.cwnd + 1e-9) as u64).min(ceiling).max(self.cfg.min_window)
+    }
+
+    fn in_slow_start(&self) -> bool {
+        self.phase == Phase::SlowStart
+    }
+
+    fn name(&self) -> &'static str {
+        "ctcp"
+    }
+}

@@ -1,0 +1,29 @@
+//! Slow start phase: the window doubles per round trip (`cwnd += acked`) and is left on a
+//! delay rise (HyStart-style) rather than by waiting for loss, which on a lossy satellite
+//! path would come from the channel, not from the queue. A congestion event that passes the
+//! CTCP gate also ends it (see `backoff`); random loss on an empty queue does not.
+
+use crate::rtt::RttEstimator;
+use std::time::Duration;
+
+/// Smallest delay rise that ends slow start (HyStart's lower clamp).
+pub(super) const MIN_DELAY_RISE: Duration = Duration::from_millis(4);
+/// Largest delay rise needed to end slow start (HyStart's upper clamp).
+pub(super) const MAX_DELAY_RISE: Duration = Duration::from_millis(16);
+
+/// The queueing delay that ends slow start at this minimum RTT:
+/// `clamp(min_rtt / 8, 4 ms, 16 ms)`.
+pub(super) fn delay_threshold(min_rtt: Duration) -> Duration {
+    (min_rtt / 8).clamp(MIN_DELAY_RISE, MAX_DELAY_RISE)
+}
+
+/// Whether the last round's minimum RTT has risen above `min_rtt` by the threshold: a
+/// queue is forming, the window has reached the path's capacity.
+pub(super) fn delay_rise(rtt: &RttEstimator) -> bool {
+    rtt.has_samples() && rtt.round_min() > rtt.min_rtt() + delay_threshold(rtt.min_rtt())
+}
+
+/// The window after `acked` packets were acknowledged in slow start.
+pub(super) fn grow(cwnd: f64, acked: u64) -> f64 {
+    cwnd + acked as f64
+}

@@ -1,0 +1,284 @@
+//! Controller-only simulation (s2n-quic style): synthetic ACK/loss rounds, no network.
+
+use super::*;
+use crate::cc::{CcConfig, Controller};
+
+#[allow(clippy::disallowed_methods)]
+fn base() -> Instant {
+    Instant::now()
+}
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+/// A window-limited sender: every round trip the whole window is sent; a `loss` fraction
+/// is reported lost in one congestion event at the end of the round, the rest is
+/// acknowledged in ten batches, each with an RTT sample of `path_rtt`.
+struct Sim {
+    c: Ctcp,
+    rtt: RttEstimator,
+    now: Instant,
+}
+
+impl Sim {
+    fn new(cfg: CcConfig) -> Self {
+        Sim { c: Ctcp::new(cfg), rtt: RttEstimator::new(ms(100)), now: base() }
+    }
+
+    fn round(&mut self, path_rtt: Duration, loss: f64) {
+        let w = self.c.window();
+        let lost = (w as f64 * loss).round() as u64;
+        let delivered = w - lost;
+        let start = self.now;
+        for b in 0..10u32 {
+            let n = delivered * u64::from(b + 1) / 10 - delivered * u64::from(b) / 10;
+            self.now = start + path_rtt * (b + 1) / 10;
+            self.rtt.update(self.now, path_rtt, Duration::ZERO);
+            if n > 0 {
+                self.c.on_ack(self.now, n, w, &self.rtt);
+            }
+        }
+        if lost > 0 {
+            // The latest lost packet left at the start of this round.
+            self.c.on_congestion_event(self.now, start, lost, &self.rtt);
+        }
+    }
+
+    /// Slow start on an empty 100 ms path, then a 20 ms delay rise that ends it, then
+    /// five loss-free rounds at `path_rtt` so srtt and the round minimum settle there.
+    fn into_growth(path_rtt: Duration) -> Self {
+        let mut s = Sim::new(CcConfig::default());
+        for _ in 0..3 {
+            s.round(ms(100), 0.0);
+        }
+        assert!(s.c.in_slow_start());
+        for _ in 0..4 {
+            s.round(ms(120), 0.0);
+        }
+        assert!(!s.c.in_slow_start(), "delay rise ends slow start");
+        for _ in 0..5 {
+            s.round(path_rtt, 0.0);
+        }
+        s
+    }
+}
+
+#[test]
+fn a_random_loss_in_slow_start_does_not_back_off() {
+    let mut s = Sim::new(CcConfig::default());
+    let mut prev = s.c.window();
+    for _ in 0..8 {
+        s.round(ms(100), 0.2);
+        let w = s.c.window();
+        assert!(w > prev, "window grows: {prev} -> {w}");
+        prev = w;
+    }
+    assert!(s.c.in_slow_start());
+    assert_eq!(s.c.backoffs(), 0);
+    assert!(s.c.ignored_losses() > 0);
+}
+
+#[test]
+fn a_random_loss_on_empty_queue_keeps_growing() {
+    // The queue has drained: the path is back at its minimum RTT, with 20 % random loss.
+    let mut s = Sim::into_growth(ms(100));
+    let start = s.c.window();
+    let mut prev = start;
+    for _ in 0..100 {
+        s.round(ms(100), 0.2);
+        let w = s.c.window();
+        assert!(w >= prev, "window never shrinks: {prev} -> {w}");
+        prev = w;
+    }
+    assert_eq!(s.c.backoffs(), 0);
+    assert!(prev > start + 1000, "H-TCP growth over 10 s: {start} -> {prev}");
+}
+
+#[test]
+fn b_loss_with_rtt_twice_min_backs_off_by_half() {
+    let mut s = Sim::into_growth(ms(200));
+    let before = s.c.window();
+    s.c.on_congestion_event(s.now, s.now - ms(1), 1, &s.rtt);
+    assert_eq!(s.c.backoffs(), 1);
+    assert!((s.c.last_beta() - 0.5).abs() < 1e-9, "beta {}", s.c.last_beta());
+    let after = s.c.window();
+    assert!(after.abs_diff(before / 2) <= 1, "{before} -> {after}");
+}
+
+#[test]
+fn c_loss_with_rtt_125_percent_of_min_backs_off_to_080() {
+    let mut s = Sim::into_growth(ms(125));
+    let before = s.c.window();
+    s.c.on_congestion_event(s.now, s.now - ms(1), 3, &s.rtt);
+    assert!((s.c.last_beta() - 0.8).abs() < 1e-9, "beta {}", s.c.last_beta());
+    let after = s.c.window();
+    assert!(after.abs_diff(before * 4 / 5) <= 1, "{before} -> {after}");
+}
+
+#[test]
+fn d_at_most_one_backoff_per_round() {
+    let mut s = Sim::into_growth(ms(200));
+    let t = s.now;
+    s.c.on_congestion_event(t, t - ms(10), 1, &s.rtt);
+    let w = s.c.window();
+    assert_eq!(s.c.backoffs(), 1);
+    // More losses of packets sent before the backoff: same round, ignored.
+    s.c.on_congestion_event(t + ms(20), t - ms(1), 5, &s.rtt);
+    s.c.on_congestion_event(t + ms(150), t, 5, &s.rtt);
+    assert_eq!(s.c.backoffs(), 1);
+    assert_eq!(s.c.window(), w);
+    assert_eq!(s.c.ignored_losses(), 10);
+    // A loss of a packet sent after the backoff is a new round.
+    s.c.on_congestion_event(t + ms(210), t + ms(5), 1, &s.rtt);
+    assert_eq!(s.c.backoffs(), 2);
+    assert!(s.c.window() < w);
+    // Persistent congestion in the round simulation: one backoff every other round at most.
+    let mut s = Sim::into_growth(ms(200));
+    for _ in 0..20 {
+        s.round(ms(200), 0.05);
+    }
+    assert!(s.c.backoffs() <= 10 && s.c.backoffs() >= 5, "{}", s.c.backoffs());
+}
+
+#[test]
+fn e_htcp_alpha_values() {
+    let a = |s: f64| htcp_alpha(Duration::from_secs_f64(s));
+    assert_eq!(a(0.0), 1.0);
+    assert_eq!(a(0.5), 1.0);
+    assert_eq!(a(1.0), 1.0);
+    assert!((a(2.0) - 11.25).abs() < 1e-9);
+    assert!((a(5.0) - 45.0).abs() < 1e-9);
+    // Scaled by 2(1-β), capped at half the window per RTT.
+    assert!((growth::effective_alpha(1000.0, Duration::from_secs(5), 0.5) - 45.0).abs() < 1e-9);
+    assert!((growth::effective_alpha(1000.0, Duration::from_secs(5), 0.8) - 18.0).abs() < 1e-9);
+    assert!((growth::effective_alpha(20.0, Duration::from_secs(5), 0.5) - 10.0).abs() < 1e-9);
+    // cwnd += α/cwnd per acked packet: a full window of ACKs adds ~α.
+    let mut w = 100.0;
+    for _ in 0..100 {
+        w = growth::grow(w, 1, Duration::from_secs(2), 0.5);
+    }
+    assert!((w - 100.0 - 11.25).abs() < 0.7, "{w}");
+}
+
+#[test]
+fn e_growth_follows_time_since_backoff() {
+    let mut s = Sim::into_growth(ms(100));
+    s.round(ms(110), 0.0); // a small standing queue
+    s.c.on_congestion_event(s.now, s.now - ms(1), 1, &s.rtt);
+    let t0 = s.now;
+    assert!((s.c.alpha(t0) - growth::alpha_scale(s.c.last_beta())).abs() < 1e-9);
+    assert!(s.c.alpha(t0 + Duration::from_secs(3)) > 10.0 * s.c.alpha(t0));
+}
+
+#[test]
+fn f_slow_start_exits_on_delay_rise_without_shrinking() {
+    let mut s = Sim::new(CcConfig::default());
+    for _ in 0..3 {
+        s.round(ms(100), 0.0);
+    }
+    // 10 ms of queueing is below clamp(100/8, 4, 16) = 12.5 ms: stay.
+    for _ in 0..3 {
+        s.round(ms(110), 0.0);
+    }
+    assert!(s.c.in_slow_start());
+    let before = s.c.window();
+    for _ in 0..2 {
+        s.round(ms(115), 0.0);
+    }
+    assert!(!s.c.in_slow_start());
+    assert!(s.c.window() >= before, "no reduction on a delay exit");
+    assert_eq!(s.c.backoffs(), 0);
+    assert_eq!(slow_start::delay_threshold(ms(20)), ms(4));
+    assert_eq!(slow_start::delay_threshold(ms(80)), ms(10));
+    assert_eq!(slow_start::delay_threshold(ms(500)), ms(16));
+}
+
+#[test]
+fn f_gated_loss_ends_slow_start() {
+    let mut s = Sim::new(CcConfig::default());
+    s.round(ms(100), 0.0);
+    s.round(ms(108), 0.0); // queueing (round_min > min + 2 ms) but not enough to exit
+    assert!(s.c.in_slow_start());
+    s.c.on_congestion_event(s.now, s.now - ms(1), 1, &s.rtt);
+    assert!(!s.c.in_slow_start());
+    assert_eq!(s.c.backoffs(), 1);
+}
+
+#[test]
+fn g_min_rtt_expiry_lets_beta_recover_after_route_change() {
+    let mut s = Sim::into_growth(ms(100));
+    // Route change: the propagation delay is now 200 ms; a loss with a 250 ms RTT soon
+    // after still compares against the old 100 ms minimum.
+    for _ in 0..5 {
+        s.round(ms(250), 0.0);
+    }
+    s.c.on_congestion_event(s.now, s.now - ms(1), 1, &s.rtt);
+    assert!((s.c.last_beta() - 0.5).abs() < 1e-9);
+    // After more than the 10 s window at the new RTT the minimum is 200 ms.
+    for _ in 0..55 {
+        s.round(ms(200), 0.0);
+    }
+    assert_eq!(s.rtt.min_rtt(), ms(200));
+    for _ in 0..5 {
+        s.round(ms(250), 0.0);
+    }
+    s.c.on_congestion_event(s.now, s.now - ms(1), 1, &s.rtt);
+    assert_eq!(s.c.backoffs(), 2);
+    assert!((s.c.last_beta() - 0.8).abs() < 1e-9, "beta {}", s.c.last_beta());
+}
+
+#[test]
+fn gate_on_srtt_alone_backs_off_gently() {
+    // Jitter: samples alternate 100/140 ms. srtt ≈ 120 ms passes the gate, but the round
+    // minimum is 100 ms, so β hits its upper clamp instead of 100/120.
+    let mut s = Sim::into_growth(ms(100));
+    for i in 0..40 {
+        s.now += ms(10);
+        let sample = if i % 2 == 0 { ms(100) } else { ms(140) };
+        s.rtt.update(s.now, sample, Duration::ZERO);
+    }
+    assert!(backoff::queueing(&s.rtt));
+    s.c.on_congestion_event(s.now, s.now - ms(1), 1, &s.rtt);
+    assert!((s.c.last_beta() - backoff::BETA_MAX).abs() < 1e-9);
+}
+
+#[test]
+fn beta_is_clamped() {
+    assert_eq!(backoff::beta(ms(100), ms(400)), 0.5);
+    assert_eq!(backoff::beta(ms(100), ms(100)), backoff::BETA_MAX);
+    assert_eq!(backoff::beta(ms(100), Duration::ZERO), backoff::BETA_MAX);
+    assert!((backoff::beta(ms(100), ms(125)) - 0.8).abs() < 1e-12);
+}
+
+#[test]
+fn max_rate_caps_window() {
+    let cfg = CcConfig { max_rate_bps: Some(10_000_000), mtu: 1250, ..CcConfig::default() };
+    let mut s = Sim::new(cfg);
+    assert_eq!(s.c.window(), 32, "no cap before an RTT is known");
+    for _ in 0..20 {
+        s.round(ms(100), 0.0);
+    }
+    assert_eq!(s.c.window(), 100);
+}
+
+#[test]
+fn app_limited_does_not_grow() {
+    let mut s = Sim::new(CcConfig::default());
+    let now = s.now + ms(100);
+    s.rtt.update(now, ms(100), Duration::ZERO);
+    s.c.on_ack(now, 1, 2, &s.rtt);
+    assert_eq!(s.c.window(), 32);
+    s.c.on_ack(now, 1, 31, &s.rtt);
+    assert_eq!(s.c.window(), 33);
+}
+
+#[test]
+fn window_never_below_min() {
+    let mut s = Sim::into_growth(ms(300));
+    for i in 0..50u64 {
+        let t = s.now + ms(i * 400);
+        s.c.on_congestion_event(t, t - ms(1), 1, &s.rtt);
+    }
+    assert_eq!(s.c.window(), 2);
+}
