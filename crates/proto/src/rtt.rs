@@ -137,7 +137,8 @@ impl RttEstimator {
             self.var = (self.var * 3 + dev) / 4;
             self.smoothed = (self.smoothed * 7 + adjusted) / 8;
         }
-        self.round_filter.update(self.smoothed.max(Duration::from_micros(1)), now, sample);
+        self.round_filter
+            .update(self.smoothed.max(Duration::from_micros(1)), now, sample);
     }
 
     /// Smoothed RTT (RFC 9002); the initial RTT before the first sample.

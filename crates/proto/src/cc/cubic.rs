@@ -30,7 +30,9 @@ pub struct Cubic {
 impl Cubic {
     /// A controller in slow start at `cfg.initial_window`.
     pub fn new(cfg: CcConfig) -> Self {
-        let cwnd = cfg.initial_window.clamp(cfg.min_window.max(1), cfg.max_window.max(1)) as f64;
+        let cwnd = cfg
+            .initial_window
+            .clamp(cfg.min_window.max(1), cfg.max_window.max(1)) as f64;
         Cubic {
             cfg,
             cwnd,
@@ -59,7 +61,9 @@ impl Cubic {
     }
 
     fn clamp(&mut self) {
-        self.cwnd = self.cwnd.clamp(self.cfg.min_window as f64, self.cfg.max_window as f64);
+        self.cwnd = self
+            .cwnd
+            .clamp(self.cfg.min_window as f64, self.cfg.max_window as f64);
     }
 }
 
@@ -88,28 +92,41 @@ impl Controller for Cubic {
             }
         };
         let t = now.saturating_duration_since(epoch).as_secs_f64();
-        let alpha_cubic =
-            if self.w_est >= self.cwnd_prior { 1.0 } else { 3.0 * (1.0 - BETA) / (1.0 + BETA) };
+        let alpha_cubic = if self.w_est >= self.cwnd_prior {
+            1.0
+        } else {
+            3.0 * (1.0 - BETA) / (1.0 + BETA)
+        };
         self.w_est += alpha_cubic * acked as f64 / self.cwnd;
         if self.w_cubic(t) < self.w_est {
             self.cwnd = self.w_est;
         } else {
-            let target =
-                self.w_cubic(t + rtt.srtt().as_secs_f64()).clamp(self.cwnd, 1.5 * self.cwnd);
+            let target = self
+                .w_cubic(t + rtt.srtt().as_secs_f64())
+                .clamp(self.cwnd, 1.5 * self.cwnd);
             self.cwnd += (target - self.cwnd) / self.cwnd * acked as f64;
         }
         self.clamp();
     }
 
-    fn on_congestion_event(&mut self, now: Instant, sent_time: Instant, _lost: u64, _rtt: &RttEstimator) {
+    fn on_congestion_event(
+        &mut self,
+        now: Instant,
+        sent_time: Instant,
+        _lost: u64,
+        _rtt: &RttEstimator,
+    ) {
         if in_recovery(self.recovery_start, sent_time) {
             return;
         }
         self.recovery_start = Some(now);
         self.cwnd_prior = self.cwnd;
         // Fast convergence: release bandwidth to newer flows when W_max keeps shrinking.
-        self.w_max =
-            if self.cwnd < self.w_max { self.cwnd * (1.0 + BETA) / 2.0 } else { self.cwnd };
+        self.w_max = if self.cwnd < self.w_max {
+            self.cwnd * (1.0 + BETA) / 2.0
+        } else {
+            self.cwnd
+        };
         self.cwnd = (self.cwnd * BETA).max(self.cfg.min_window as f64);
         self.ssthresh = self.cwnd;
         self.k = ((self.w_max - self.cwnd).max(0.0) / C).cbrt();
@@ -175,7 +192,10 @@ mod tests {
 
     #[test]
     fn returns_to_w_max_after_k() {
-        let mut c = Cubic::new(CcConfig { initial_window: 1000, ..CcConfig::default() });
+        let mut c = Cubic::new(CcConfig {
+            initial_window: 1000,
+            ..CcConfig::default()
+        });
         let mut r = RttEstimator::new(ms(100));
         let mut now = base();
         r.update(now, ms(100), Duration::ZERO);
@@ -198,7 +218,10 @@ mod tests {
 
     #[test]
     fn fast_convergence_lowers_w_max() {
-        let mut c = Cubic::new(CcConfig { initial_window: 1000, ..CcConfig::default() });
+        let mut c = Cubic::new(CcConfig {
+            initial_window: 1000,
+            ..CcConfig::default()
+        });
         let r = RttEstimator::new(ms(100));
         let now = base();
         c.on_congestion_event(now, now - ms(1), 1, &r);
@@ -212,7 +235,10 @@ mod tests {
     fn reno_friendly_region_on_short_rtt() {
         // Small window, 10 ms RTT: the cubic curve is flat for seconds, the Reno estimate
         // (0.53 packets per RTT) governs.
-        let mut c = Cubic::new(CcConfig { initial_window: 20, ..CcConfig::default() });
+        let mut c = Cubic::new(CcConfig {
+            initial_window: 20,
+            ..CcConfig::default()
+        });
         let mut r = RttEstimator::new(ms(10));
         let mut now = base();
         r.update(now, ms(10), Duration::ZERO);

@@ -25,7 +25,13 @@ pub trait Controller: std::fmt::Debug + Send {
     fn on_ack(&mut self, now: Instant, acked: u64, in_flight: u64, rtt: &RttEstimator);
     /// Loss detected of packets sent at `sent_time` (the latest lost packet's send time).
     /// The controller decides whether it is congestion.
-    fn on_congestion_event(&mut self, now: Instant, sent_time: Instant, lost: u64, rtt: &RttEstimator);
+    fn on_congestion_event(
+        &mut self,
+        now: Instant,
+        sent_time: Instant,
+        lost: u64,
+        rtt: &RttEstimator,
+    );
     /// Congestion window in packets, repairs included.
     fn window(&self) -> u64;
     /// Whether the controller is still in slow start (the pacer uses a higher gain there).
@@ -123,8 +129,15 @@ mod tests {
         let cfg = CcConfig::default();
         assert_eq!(new_controller(ControllerKind::Ctcp, &cfg).name(), "ctcp");
         assert_eq!(new_controller(ControllerKind::Cubic, &cfg).name(), "cubic");
-        assert_eq!(new_controller(ControllerKind::NewReno, &cfg).name(), "newreno");
-        for k in [ControllerKind::Ctcp, ControllerKind::Cubic, ControllerKind::NewReno] {
+        assert_eq!(
+            new_controller(ControllerKind::NewReno, &cfg).name(),
+            "newreno"
+        );
+        for k in [
+            ControllerKind::Ctcp,
+            ControllerKind::Cubic,
+            ControllerKind::NewReno,
+        ] {
             let c = new_controller(k, &cfg);
             assert_eq!(c.window(), 32);
             assert!(c.in_slow_start());
@@ -133,7 +146,11 @@ mod tests {
 
     #[test]
     fn ceiling_from_rate() {
-        let cfg = CcConfig { max_rate_bps: Some(10_000_000), mtu: 1250, ..CcConfig::default() };
+        let cfg = CcConfig {
+            max_rate_bps: Some(10_000_000),
+            mtu: 1250,
+            ..CcConfig::default()
+        };
         // 10 Mbit/s × 100 ms = 125 kB = 100 packets of 1250 B.
         assert_eq!(cfg.ceiling(Duration::from_millis(100)), 100);
         assert_eq!(cfg.ceiling(Duration::ZERO), 2);

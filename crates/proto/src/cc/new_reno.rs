@@ -18,8 +18,15 @@ pub struct NewReno {
 impl NewReno {
     /// A controller in slow start at `cfg.initial_window`.
     pub fn new(cfg: CcConfig) -> Self {
-        let cwnd = cfg.initial_window.clamp(cfg.min_window.max(1), cfg.max_window.max(1)) as f64;
-        NewReno { cfg, cwnd, ssthresh: f64::INFINITY, recovery_start: None }
+        let cwnd = cfg
+            .initial_window
+            .clamp(cfg.min_window.max(1), cfg.max_window.max(1)) as f64;
+        NewReno {
+            cfg,
+            cwnd,
+            ssthresh: f64::INFINITY,
+            recovery_start: None,
+        }
     }
 }
 
@@ -38,7 +45,13 @@ impl Controller for NewReno {
         self.cwnd = self.cwnd.min(self.cfg.max_window as f64);
     }
 
-    fn on_congestion_event(&mut self, now: Instant, sent_time: Instant, _lost: u64, _rtt: &RttEstimator) {
+    fn on_congestion_event(
+        &mut self,
+        now: Instant,
+        sent_time: Instant,
+        _lost: u64,
+        _rtt: &RttEstimator,
+    ) {
         if in_recovery(self.recovery_start, sent_time) {
             return;
         }
@@ -88,7 +101,12 @@ mod tests {
         assert_eq!(c.window(), 32);
         c.on_ack(t, 1, 32, &r);
         assert_eq!(c.window(), 33);
-        c.on_congestion_event(t + Duration::from_millis(10), t + Duration::from_millis(1), 1, &r);
+        c.on_congestion_event(
+            t + Duration::from_millis(10),
+            t + Duration::from_millis(1),
+            1,
+            &r,
+        );
         assert_eq!(c.window(), 16);
     }
 

@@ -47,7 +47,9 @@ pub struct Ctcp {
 impl Ctcp {
     /// A controller in slow start at `cfg.initial_window`.
     pub fn new(cfg: CcConfig) -> Self {
-        let cwnd = cfg.initial_window.clamp(cfg.min_window.max(1), cfg.max_window.max(1)) as f64;
+        let cwnd = cfg
+            .initial_window
+            .clamp(cfg.min_window.max(1), cfg.max_window.max(1)) as f64;
         Ctcp {
             cfg,
             cwnd,
@@ -83,11 +85,13 @@ impl Ctcp {
     }
 
     fn delta(&self, now: Instant) -> Duration {
-        self.epoch.map_or(Duration::ZERO, |e| now.saturating_duration_since(e))
+        self.epoch
+            .map_or(Duration::ZERO, |e| now.saturating_duration_since(e))
     }
 
     fn ceiling(&self) -> u64 {
-        self.srtt.map_or(self.cfg.max_window, |s| self.cfg.ceiling(s))
+        self.srtt
+            .map_or(self.cfg.max_window, |s| self.cfg.ceiling(s))
     }
 
     fn clamp(&mut self) {
@@ -116,7 +120,13 @@ impl Controller for Ctcp {
         self.clamp();
     }
 
-    fn on_congestion_event(&mut self, now: Instant, sent_time: Instant, lost: u64, rtt: &RttEstimator) {
+    fn on_congestion_event(
+        &mut self,
+        now: Instant,
+        sent_time: Instant,
+        lost: u64,
+        rtt: &RttEstimator,
+    ) {
         self.srtt = Some(rtt.srtt());
         if in_recovery(self.recovery_start, sent_time) || !backoff::queueing(rtt) {
             self.ignored_losses += lost;
@@ -134,7 +144,9 @@ impl Controller for Ctcp {
 
     fn window(&self) -> u64 {
         let ceiling = self.ceiling();
-        ((self.cwnd + 1e-9) as u64).min(ceiling).max(self.cfg.min_window)
+        ((self.cwnd + 1e-9) as u64)
+            .min(ceiling)
+            .max(self.cfg.min_window)
     }
 
     fn in_slow_start(&self) -> bool {

@@ -23,7 +23,11 @@ struct Sim {
 
 impl Sim {
     fn new(cfg: CcConfig) -> Self {
-        Sim { c: Ctcp::new(cfg), rtt: RttEstimator::new(ms(100)), now: base() }
+        Sim {
+            c: Ctcp::new(cfg),
+            rtt: RttEstimator::new(ms(100)),
+            now: base(),
+        }
     }
 
     fn round(&mut self, path_rtt: Duration, loss: f64) {
@@ -92,7 +96,10 @@ fn a_random_loss_on_empty_queue_keeps_growing() {
         prev = w;
     }
     assert_eq!(s.c.backoffs(), 0);
-    assert!(prev > start + 1000, "H-TCP growth over 10 s: {start} -> {prev}");
+    assert!(
+        prev > start + 1000,
+        "H-TCP growth over 10 s: {start} -> {prev}"
+    );
 }
 
 #[test]
@@ -101,7 +108,11 @@ fn b_loss_with_rtt_twice_min_backs_off_by_half() {
     let before = s.c.window();
     s.c.on_congestion_event(s.now, s.now - ms(1), 1, &s.rtt);
     assert_eq!(s.c.backoffs(), 1);
-    assert!((s.c.last_beta() - 0.5).abs() < 1e-9, "beta {}", s.c.last_beta());
+    assert!(
+        (s.c.last_beta() - 0.5).abs() < 1e-9,
+        "beta {}",
+        s.c.last_beta()
+    );
     let after = s.c.window();
     assert!(after.abs_diff(before / 2) <= 1, "{before} -> {after}");
 }
@@ -111,7 +122,11 @@ fn c_loss_with_rtt_125_percent_of_min_backs_off_to_080() {
     let mut s = Sim::into_growth(ms(125));
     let before = s.c.window();
     s.c.on_congestion_event(s.now, s.now - ms(1), 3, &s.rtt);
-    assert!((s.c.last_beta() - 0.8).abs() < 1e-9, "beta {}", s.c.last_beta());
+    assert!(
+        (s.c.last_beta() - 0.8).abs() < 1e-9,
+        "beta {}",
+        s.c.last_beta()
+    );
     let after = s.c.window();
     assert!(after.abs_diff(before * 4 / 5) <= 1, "{before} -> {after}");
 }
@@ -138,7 +153,11 @@ fn d_at_most_one_backoff_per_round() {
     for _ in 0..20 {
         s.round(ms(200), 0.05);
     }
-    assert!(s.c.backoffs() <= 10 && s.c.backoffs() >= 5, "{}", s.c.backoffs());
+    assert!(
+        s.c.backoffs() <= 10 && s.c.backoffs() >= 5,
+        "{}",
+        s.c.backoffs()
+    );
 }
 
 #[test]
@@ -225,7 +244,11 @@ fn g_min_rtt_expiry_lets_beta_recover_after_route_change() {
     }
     s.c.on_congestion_event(s.now, s.now - ms(1), 1, &s.rtt);
     assert_eq!(s.c.backoffs(), 2);
-    assert!((s.c.last_beta() - 0.8).abs() < 1e-9, "beta {}", s.c.last_beta());
+    assert!(
+        (s.c.last_beta() - 0.8).abs() < 1e-9,
+        "beta {}",
+        s.c.last_beta()
+    );
 }
 
 #[test]
@@ -253,7 +276,11 @@ fn beta_is_clamped() {
 
 #[test]
 fn max_rate_caps_window() {
-    let cfg = CcConfig { max_rate_bps: Some(10_000_000), mtu: 1250, ..CcConfig::default() };
+    let cfg = CcConfig {
+        max_rate_bps: Some(10_000_000),
+        mtu: 1250,
+        ..CcConfig::default()
+    };
     let mut s = Sim::new(cfg);
     assert_eq!(s.c.window(), 32, "no cap before an RTT is known");
     for _ in 0..20 {
