@@ -35,6 +35,10 @@ impl WindowedMin {
         self.s.map(|s| s[0].value)
     }
 
+    fn time(&self) -> Option<Instant> {
+        self.s.map(|s| s[0].time)
+    }
+
     fn update(&mut self, win: Duration, time: Instant, value: Duration) {
         let val = Sample { time, value };
         let Some(s) = self.s.as_mut() else {
@@ -162,6 +166,15 @@ impl RttEstimator {
         self.min_filter.get().unwrap_or(self.initial)
     }
 
+    /// Time since the sample that [`Self::min_rtt`] reports was taken (zero before any):
+    /// when it nears [`Self::min_rtt_window`] the minimum is about to expire, and a sender
+    /// that keeps a standing queue should drain it so the true minimum is seen again.
+    pub fn min_rtt_age(&self, now: Instant) -> Duration {
+        self.min_filter
+            .time()
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
+    }
+
     /// Minimum RTT sample within (about) the last smoothed RTT: CTCP's "current-RTT
     /// minimum". Above [`Self::min_rtt`] it means a standing queue, not a one-off spike.
     pub fn round_min(&self) -> Duration {
@@ -253,14 +266,17 @@ mod tests {
         assert_eq!(r.min_rtt(), ms(100));
         // Route change at 5 s: RTT now 200 ms. The last 100 ms sample was at 4.9 s.
         let mut at_14s = None;
+        let mut age_14s = None;
         for i in 50..200 {
             let now = t + ms(i * 100);
             r.update(now, ms(200), ms(0));
             if i == 140 {
                 at_14s = Some(r.min_rtt());
+                age_14s = Some(r.min_rtt_age(now));
             }
         }
         assert_eq!(at_14s, Some(ms(100)), "still inside the 10 s window");
+        assert_eq!(age_14s, Some(ms(9_100)));
         assert_eq!(r.min_rtt(), ms(200), "expired after the window");
     }
 

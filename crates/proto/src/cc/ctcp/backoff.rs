@@ -4,16 +4,20 @@
 //! `RTT_min + 5 ms` or the last round's minimum RTT exceeds `RTT_min + 2 ms`. Otherwise it is
 //! channel loss on an empty queue; the code repairs it and the window is left alone.
 //!
-//! On congestion `cwnd ← β·cwnd` with `β = RTT_min / round_min`, clamped to `[0.5, 0.95]`.
+//! On congestion `cwnd ← β·cwnd` with `β = RTT_min / round_min`, clamped to `[0.5, 0.8]`.
 //! The current RTT is the *round minimum* (the smallest sample of the last round trip), not
 //! srtt or the latest sample: it measures the standing queue, so `β·cwnd` is the window that
 //! just drains it, while a single late sample (MAC scheduling, reordering — the jitter that
 //! collapsed CTCP on WiMax) does not deepen the cut. The lower clamp keeps a full deep
 //! buffer from halving more than Reno does (and CTCP from yielding everything); the upper
-//! one keeps every gated backoff a real one.
+//! one (H-TCP's own range is [0.5, 0.8]) keeps every gated backoff a real one: when a
+//! competing Cubic flow keeps the queue from ever emptying, RTT_min drifts up to the
+//! standing level and β would otherwise tend to 1, leaving Cubic (β = 0.7) to do all the
+//! yielding. A fluid drop-tail model (5 Mbit/s, 1 ctcp + 1 Cubic) gave Jain 0.75–0.87 at
+//! 100 ms with β ≤ 0.95 and no drain, 0.87–0.99 with β ≤ 0.8 and `should_drain`.
 
 use crate::rtt::RttEstimator;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// srtt above `RTT_min` by more than this means a queue.
 pub(super) const SRTT_QUEUE: Duration = Duration::from_millis(5);
@@ -22,7 +26,7 @@ pub(super) const ROUND_MIN_QUEUE: Duration = Duration::from_millis(2);
 /// Deepest backoff.
 pub(super) const BETA_MIN: f64 = 0.5;
 /// Shallowest backoff.
-pub(super) const BETA_MAX: f64 = 0.95;
+pub(super) const BETA_MAX: f64 = 0.8;
 
 /// CTCP's gate: whether the path shows queueing delay right now.
 pub(super) fn queueing(rtt: &RttEstimator) -> bool {
@@ -42,4 +46,26 @@ pub(super) fn beta(min_rtt: Duration, current: Duration) -> f64 {
 /// β for the path as the estimator sees it now (see the module docs for the RTT used).
 pub(super) fn beta_now(rtt: &RttEstimator) -> f64 {
     beta(rtt.min_rtt(), rtt.round_min())
+}
+
+/// Fraction of the min-RTT window after which a standing queue is drained on purpose.
+const DRAIN_AFTER: f64 = 0.8;
+
+/// Whether to drain a standing queue now, without loss: the minimum RTT is about to expire
+/// (its sample is older than 80 % of the window) while the last round still shows queueing
+/// (`round_min > RTT_min + 2 ms`), and no drain happened within that time (`last_drain`).
+/// Regular loss backoffs do not count: a `β` cut clamped at [`BETA_MAX`] need not empty
+/// the queue.
+///
+/// Why: the windowed minimum forgets the propagation delay if the queue never empties for a
+/// whole window; β = RTT_min/RTT then tends to 1 and the flow would keep a full buffer
+/// standing forever (bufferbloat, and a flow that stops yielding to Cubic). One deliberate
+/// `β` cut lets a self-inflicted queue empty, so a fresh minimum sample renews the filter;
+/// after a genuine route change it costs one cut, then the minimum expires as intended.
+pub(super) fn should_drain(now: Instant, last_drain: Option<Instant>, rtt: &RttEstimator) -> bool {
+    let horizon = rtt.min_rtt_window().mul_f64(DRAIN_AFTER);
+    rtt.has_samples()
+        && rtt.min_rtt_age(now) >= horizon
+        && last_drain.is_none_or(|c| now.saturating_duration_since(c) >= horizon)
+        && rtt.round_min() > rtt.min_rtt() + ROUND_MIN_QUEUE
 }

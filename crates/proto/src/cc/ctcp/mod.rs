@@ -39,6 +39,8 @@ pub struct Ctcp {
     /// β of the last backoff (½ before any), scaling H-TCP's α.
     last_beta: f64,
     backoffs: u64,
+    drains: u64,
+    last_drain: Option<Instant>,
     ignored_losses: u64,
     /// srtt at the last ACK or loss, for the optional rate ceiling (none before).
     srtt: Option<Duration>,
@@ -58,6 +60,8 @@ impl Ctcp {
             recovery_start: None,
             last_beta: backoff::BETA_MIN,
             backoffs: 0,
+            drains: 0,
+            last_drain: None,
             ignored_losses: 0,
             srtt: None,
         }
@@ -71,6 +75,12 @@ impl Ctcp {
     /// Number of backoffs so far (gated congestion events, at most one per round).
     pub fn backoffs(&self) -> u64 {
         self.backoffs
+    }
+
+    /// Deliberate loss-free cuts made to drain a standing queue before the minimum RTT
+    /// expires (see `backoff::should_drain`).
+    pub fn drains(&self) -> u64 {
+        self.drains
     }
 
     /// Lost packets reported in congestion events that did not back off: random loss on
@@ -87,6 +97,17 @@ impl Ctcp {
     fn delta(&self, now: Instant) -> Duration {
         self.epoch
             .map_or(Duration::ZERO, |e| now.saturating_duration_since(e))
+    }
+
+    /// `cwnd ← β·cwnd`, start a recovery period and restart the H-TCP clock.
+    fn cut(&mut self, now: Instant, rtt: &RttEstimator) {
+        let beta = backoff::beta_now(rtt);
+        self.cwnd *= beta;
+        self.last_beta = beta;
+        self.recovery_start = Some(now);
+        self.epoch = Some(now);
+        self.phase = Phase::Growth;
+        self.clamp();
     }
 
     fn ceiling(&self) -> u64 {
@@ -107,6 +128,12 @@ impl Controller for Ctcp {
         self.srtt = Some(rtt.srtt());
         if acked == 0 || !cwnd_limited(acked, in_flight, self.window()) {
             self.clamp();
+            return;
+        }
+        if self.phase == Phase::Growth && backoff::should_drain(now, self.last_drain, rtt) {
+            self.cut(now, rtt);
+            self.last_drain = Some(now);
+            self.drains += 1;
             return;
         }
         if self.phase == Phase::SlowStart && slow_start::delay_rise(rtt) {
@@ -132,14 +159,8 @@ impl Controller for Ctcp {
             self.ignored_losses += lost;
             return;
         }
-        let beta = backoff::beta_now(rtt);
-        self.cwnd *= beta;
-        self.last_beta = beta;
-        self.recovery_start = Some(now);
-        self.epoch = Some(now);
-        self.phase = Phase::Growth;
+        self.cut(now, rtt);
         self.backoffs += 1;
-        self.clamp();
     }
 
     fn window(&self) -> u64 {

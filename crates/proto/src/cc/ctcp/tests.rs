@@ -309,3 +309,30 @@ fn window_never_below_min() {
     }
     assert_eq!(s.c.window(), 2);
 }
+
+#[test]
+fn standing_queue_is_drained_before_min_rtt_expires() {
+    // A self-inflicted standing queue: every sample 130 ms on a 100 ms path, no loss.
+    let mut s = Sim::into_growth(ms(100));
+    let mut drained_at = None;
+    for i in 0..100u32 {
+        s.round(ms(130), 0.0);
+        if s.c.drains() == 1 && drained_at.is_none() {
+            drained_at = Some(i);
+        }
+    }
+    // The 100 ms minimum was last seen ~0.5 s before; the drain comes at 80 % of 10 s.
+    let at = drained_at.expect("drained once");
+    assert!((55..=70).contains(&at), "drained in round {at}");
+    assert!((s.c.last_beta() - 100.0 / 130.0).abs() < 1e-9);
+    assert_eq!(s.c.backoffs(), 0, "a drain is not a loss backoff");
+}
+
+#[test]
+fn no_drain_without_standing_queue() {
+    let mut s = Sim::into_growth(ms(100));
+    for _ in 0..200 {
+        s.round(ms(101), 0.0);
+    }
+    assert_eq!(s.c.drains(), 0);
+}
