@@ -2,7 +2,9 @@
 //! backoff of `β = RTT_min/RTT` only when loss coincides with queueing delay, at most once
 //! per round trip. Random loss on an empty queue (what the network code repairs) never
 //! shrinks the window; a full drop-tail queue (srtt ≫ RTT_min) does, so the flow shares a
-//! bottleneck with Cubic.
+//! bottleneck with Cubic. Before the windowed RTT_min would expire under a queue that never
+//! empties, one loss-free `β` cut drains it (`backoff::should_drain`), so the flow does not
+//! keep a full buffer standing once it has forgotten the propagation delay.
 //!
 //! One phase per file: slow start (`slow_start.rs`), growth (`growth.rs`), backoff
 //! (`backoff.rs`); this file only sequences them.
