@@ -1,0 +1,282 @@
+//! Codec properties: any innovative set decodes byte-exact; deficits are exact; a clean
+//! path does no arithmetic; hostile input never panics and memory stays bounded.
+
+use ctcp_rlnc::{CodecConfig, Coefficients, Decoder, Encoder, Received, Recoder, RepairHeader};
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const CFG: CodecConfig = CodecConfig {
+    symbol_size: 128,
+    window: 256,
+};
+
+fn payload(id: u64, rng: &mut ChaCha8Rng) -> Vec<u8> {
+    let len = rng.gen_range(0..=CFG.max_payload());
+    (0..len)
+        .map(|i| (id as u8).wrapping_mul(31).wrapping_add(i as u8))
+        .collect()
+}
+
+fn drain(dec: &mut Decoder, got: &mut [Option<Vec<u8>>]) {
+    while let Some((id, p)) = dec.poll_decoded() {
+        assert!(got[id as usize].is_none(), "symbol {id} released twice");
+        got[id as usize] = Some(p.to_vec());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Lose sources at random, send enough repairs over the window: everything decodes.
+    #[test]
+    fn random_loss_with_enough_repairs_decodes(seed in any::<u64>(), k in 1usize..120, loss in 0.0f64..0.6) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut enc = Encoder::new(CFG);
+        let mut dec = Decoder::new(CFG);
+        let data: Vec<Vec<u8>> = (0..k as u64).map(|id| payload(id, &mut rng)).collect();
+        let mut got = vec![None; k];
+        let mut lost = 0;
+        let mut lost_ids = Vec::new();
+        let mut highest = None;
+        for d in &data {
+            let id = enc.push(d).unwrap();
+            if rng.gen_bool(loss) { lost += 1; lost_ids.push(id); } else { dec.receive_source(id, d).unwrap(); highest = Some(id); }
+        }
+        drain(&mut dec, &mut got);
+        // The receiver can only know of losses below the highest id it has seen.
+        let visible = lost_ids.iter().filter(|&&id| highest.is_some_and(|h| id < h)).count();
+        prop_assert_eq!(dec.status().deficit as usize, visible);
+        let mut out = vec![0u8; CFG.symbol_size];
+        let mut sent = 0;
+        while dec.status().next_in_order < k as u64 {
+            let h = enc.repair(0, k as u16, &mut out).unwrap();
+            dec.receive_repair(&h, &out).unwrap();
+            sent += 1;
+            prop_assert!(sent <= lost + 8, "needed {} repairs for {} losses", sent, lost);
+        }
+        drain(&mut dec, &mut got);
+        for (i, d) in data.iter().enumerate() {
+            prop_assert_eq!(got[i].as_ref(), Some(d));
+        }
+        prop_assert_eq!(dec.status().deficit, 0);
+    }
+
+    /// With too few repairs the deficit equals the true shortfall.
+    #[test]
+    fn deficit_is_exact_shortfall(seed in any::<u64>(), k in 4usize..100) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut enc = Encoder::new(CFG);
+        let mut dec = Decoder::new(CFG);
+        let mut lost = 0u32;
+        for id in 0..k as u64 {
+            let d = payload(id, &mut rng);
+            enc.push(&d).unwrap();
+            // Always deliver the last one so the shortfall is visible.
+            if id + 1 < k as u64 && rng.gen_bool(0.3) { lost += 1; } else { dec.receive_source(id, &d).unwrap(); }
+        }
+        let repairs = rng.gen_range(0..=lost);
+        let mut out = vec![0u8; CFG.symbol_size];
+        let mut innovative = 0;
+        for _ in 0..repairs {
+            let h = enc.repair(0, k as u16, &mut out).unwrap();
+            if dec.receive_repair(&h, &out).unwrap() == Received::New { innovative += 1; }
+        }
+        prop_assert_eq!(dec.status().deficit, lost - innovative);
+    }
+
+    /// Arbitrary operations never panic and never hold more than the window.
+    #[test]
+    fn hostile_input_never_panics(ops in proptest::collection::vec((0u8..4, any::<u64>(), any::<u16>(), proptest::collection::vec(any::<u8>(), 0..200)), 0..60)) {
+        let mut dec = Decoder::new(CFG);
+        for (op, id, count, bytes) in ops {
+            let id = id % 600;
+            match op {
+                0 => { let _ = dec.receive_source(id, &bytes); }
+                1 => {
+                    let h = RepairHeader { first: id, count, coefficients: Coefficients::Key(count) };
+                    let _ = dec.receive_repair(&h, &bytes);
+                }
+                2 => {
+                    let h = RepairHeader { first: id, count: count % 300, coefficients: Coefficients::Explicit(bytes.clone()) };
+                    let mut coded = bytes.clone();
+                    coded.resize(CFG.symbol_size, 0);
+                    let _ = dec.receive_repair(&h, &coded);
+                }
+                _ => dec.retire_below(id),
+            }
+            while dec.poll_decoded().is_some() {}
+            prop_assert!(dec.status().rank as usize <= CFG.window);
+        }
+    }
+}
+
+#[test]
+fn clean_path_does_no_field_arithmetic() {
+    let mut enc = Encoder::new(CFG);
+    let mut dec = Decoder::new(CFG);
+    for i in 0..10_000u64 {
+        let p = vec![i as u8; 100];
+        let id = enc.push(&p).unwrap();
+        assert_eq!(dec.receive_source(id, &p).unwrap(), Received::New);
+        assert_eq!(
+            dec.poll_decoded().map(|(i, p)| (i, p.to_vec())),
+            Some((id, p))
+        );
+        enc.retire_through(id);
+        dec.retire_below(id + 1);
+    }
+    assert_eq!(dec.field_ops(), 0);
+    assert_eq!(dec.status().next_in_order, 10_000);
+}
+
+#[test]
+fn non_innovative_repairs_are_rare() {
+    // Lose every source of a 32-symbol window; count repairs beyond 32 needed to decode.
+    let cfg = CodecConfig {
+        symbol_size: 64,
+        window: 64,
+    };
+    let mut extra = 0u64;
+    let windows = 2000u64;
+    for w in 0..windows {
+        let mut enc = Encoder::new(cfg);
+        let mut dec = Decoder::new(cfg);
+        for i in 0..32u64 {
+            enc.push(&[(w + i) as u8; 10]).unwrap();
+        }
+        // Advance the key so windows use different coefficients.
+        let mut out = vec![0u8; cfg.symbol_size];
+        for _ in 0..(w % 500) {
+            enc.repair(0, 32, &mut out).unwrap();
+        }
+        let mut sent = 0;
+        while dec.status().next_in_order < 32 {
+            let h = enc.repair(0, 32, &mut out).unwrap();
+            dec.receive_repair(&h, &out).unwrap();
+            sent += 1;
+        }
+        extra += sent - 32;
+    }
+    let per_window = extra as f64 / windows as f64 / 32.0;
+    println!("extra repairs per symbol: {:.4} %", per_window * 100.0);
+    assert!(per_window <= 0.005, "non-innovative overhead {per_window}");
+}
+
+#[test]
+fn decoded_in_any_order_and_released_at_once() {
+    let mut enc = Encoder::new(CFG);
+    let mut dec = Decoder::new(CFG);
+    let data: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 20 + i as usize]).collect();
+    for d in &data {
+        enc.push(d).unwrap();
+    }
+    // Lose 1; receive 4,3 first (out of order), then a repair, then 0 and 2.
+    dec.receive_source(4, &data[4]).unwrap();
+    assert_eq!(
+        dec.poll_decoded().map(|(i, _)| i),
+        Some(4),
+        "released on arrival"
+    );
+    dec.receive_source(3, &data[3]).unwrap();
+    let mut out = vec![0u8; CFG.symbol_size];
+    let h = enc.repair(0, 5, &mut out).unwrap();
+    dec.receive_repair(&h, &out).unwrap();
+    dec.receive_source(0, &data[0]).unwrap();
+    assert_eq!(
+        dec.status().deficit,
+        1,
+        "1 and 2 missing, one equation held"
+    );
+    assert_eq!(dec.status().rank, 1);
+    assert_eq!(dec.status().seen, 2, "0 known, 1 is a pivot");
+    dec.receive_source(2, &data[2]).unwrap();
+    let mut got: Vec<(u64, Vec<u8>)> = Vec::new();
+    while let Some((i, p)) = dec.poll_decoded() {
+        got.push((i, p.to_vec()));
+    }
+    got.sort();
+    assert_eq!(
+        got.iter().map(|g| g.0).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3]
+    );
+    assert_eq!(got[1].1, data[1]);
+    assert_eq!(
+        dec.receive_source(1, &data[1]).unwrap(),
+        Received::Duplicate
+    );
+}
+
+#[test]
+fn encoder_window_back_pressure_and_retire() {
+    let cfg = CodecConfig {
+        symbol_size: 64,
+        window: 4,
+    };
+    let mut enc = Encoder::new(cfg);
+    for _ in 0..4 {
+        enc.push(b"x").unwrap();
+    }
+    assert!(enc.is_full());
+    assert!(enc.push(b"y").is_err());
+    enc.retire_through(1);
+    assert_eq!(enc.first_id(), 2);
+    enc.push(b"z").unwrap();
+    assert_eq!(enc.source(4), Some(&b"z"[..]));
+    assert!(enc.source(1).is_none());
+    assert!(enc.push(&[0; 63]).is_err(), "payload beyond the symbol");
+    let mut out = vec![0u8; 64];
+    assert!(enc.repair(0, 2, &mut out).is_err(), "retired range");
+    enc.retire_through(u64::MAX);
+    assert!(enc.is_empty());
+}
+
+#[test]
+fn out_of_window_is_refused_not_stored() {
+    let mut dec = Decoder::new(CFG);
+    assert!(dec.receive_source(CFG.window as u64, b"far").is_err());
+    let h = RepairHeader {
+        first: 0,
+        count: u16::MAX,
+        coefficients: Coefficients::Key(1),
+    };
+    assert!(dec.receive_repair(&h, &[0; CFG.symbol_size]).is_err());
+    let h = RepairHeader {
+        first: 0,
+        count: 3,
+        coefficients: Coefficients::Explicit(vec![1, 2]),
+    };
+    assert!(dec.receive_repair(&h, &[0; CFG.symbol_size]).is_err());
+}
+
+#[test]
+fn recoded_symbols_decode() {
+    let mut enc = Encoder::new(CFG);
+    let mut relay = Recoder::new(CFG, 99);
+    let mut dec = Decoder::new(CFG);
+    let data: Vec<Vec<u8>> = (0..20u8).map(|i| vec![i.wrapping_mul(7); 50]).collect();
+    let mut out = vec![0u8; CFG.symbol_size];
+    for d in &data {
+        let id = enc.push(d).unwrap();
+        if id % 3 != 0 {
+            relay.add_source(id, d).unwrap();
+        }
+    }
+    for _ in 0..10 {
+        let h = enc.repair(0, 20, &mut out).unwrap();
+        relay.add_repair(&h, &out).unwrap();
+    }
+    let mut rounds = 0;
+    while dec.status().next_in_order < 20 {
+        let h = relay.recode(&mut out).unwrap();
+        assert!(matches!(h.coefficients, Coefficients::Explicit(_)));
+        dec.receive_repair(&h, &out).unwrap();
+        rounds += 1;
+        assert!(rounds < 30);
+    }
+    let mut got = vec![None; 20];
+    drain(&mut dec, &mut got);
+    for (i, d) in data.iter().enumerate() {
+        assert_eq!(got[i].as_ref(), Some(d));
+    }
+}
