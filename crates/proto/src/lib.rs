@@ -6,7 +6,23 @@
 #![deny(unsafe_code)]
 
 pub mod cc;
+pub mod config;
+pub mod connection;
+pub mod crypto;
+pub mod endpoint;
 pub mod estimate;
+pub mod frame;
 pub mod pacer;
 pub mod redundancy;
 pub mod rtt;
+pub mod stream;
+pub mod wire;
+
+pub use config::TransportConfig;
+pub use connection::{
+    Connection, ConnectionError, ConnectionStats, Event, Side, StreamApiError, Transmit,
+};
+pub use crypto::Psk;
+pub use endpoint::{ConnectionHandle, DropCounters, Endpoint, EndpointConfig};
+pub use frame::{StreamId, Target};
+pub use stream::ReadOutcome;

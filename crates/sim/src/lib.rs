@@ -77,6 +77,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod ctcp;
 mod link;
 mod node;
 mod nodes;

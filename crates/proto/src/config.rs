@@ -1,0 +1,62 @@
+//! Transport parameters shared by both ends of a session.
+
+use crate::cc::ControllerKind;
+use std::time::Duration;
+
+/// Tunables of the coded transport. Both ends must agree on `symbol_size` and `window`
+/// (the handshake does not negotiate them yet; they are part of the deployment config).
+#[derive(Debug, Clone)]
+pub struct TransportConfig {
+    /// Coded symbol size in bytes (a multiple of 64 so GF kernels see no tails).
+    pub symbol_size: usize,
+    /// Sender window in symbols; the receiver accepts twice this.
+    pub window: usize,
+    /// Largest datagram we emit (IPv6-safe default).
+    pub max_datagram: usize,
+    /// RTT assumed before the first sample.
+    pub initial_rtt: Duration,
+    /// The session dies after this long without an authenticated packet from the peer.
+    pub idle_timeout: Duration,
+    /// Send a PING after this long without sending anything.
+    pub keepalive: Duration,
+    /// Give up on a handshake after this long.
+    pub handshake_timeout: Duration,
+    /// Longest the receiver holds back an ACK.
+    pub max_ack_delay: Duration,
+    /// Per-stream receive credit in bytes.
+    pub stream_window: u64,
+    /// Per-session receive credit in bytes, across streams.
+    pub session_window: u64,
+    /// Bytes an application may queue on one stream before writes block.
+    pub stream_send_buffer: usize,
+    /// Most concurrent streams the peer may open.
+    pub max_streams: usize,
+    /// Congestion controller.
+    pub congestion: ControllerKind,
+    /// Optional sending-rate ceiling in bits per second.
+    pub max_rate_bps: Option<u64>,
+    /// Initial congestion window in packets.
+    pub initial_window: u64,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        TransportConfig {
+            symbol_size: 1344,
+            window: 4096,
+            max_datagram: 1452,
+            initial_rtt: Duration::from_millis(100),
+            idle_timeout: Duration::from_secs(30),
+            keepalive: Duration::from_secs(5),
+            handshake_timeout: Duration::from_secs(10),
+            max_ack_delay: Duration::from_millis(5),
+            stream_window: 8 << 20,
+            session_window: 32 << 20,
+            stream_send_buffer: 1 << 20,
+            max_streams: 4096,
+            congestion: ControllerKind::Ctcp,
+            max_rate_bps: None,
+            initial_window: 32,
+        }
+    }
+}

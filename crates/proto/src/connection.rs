@@ -1,0 +1,1382 @@
+//! One session between a forward and a reverse proxy: handshake, coded reliability,
+//! congestion control, streams and lifecycle, as a pure state machine.
+//!
+//! Shaped like `quinn_proto::Connection`: feed it datagrams and timeouts with the current
+//! `Instant`, then drain [`Connection::poll_transmit`], [`Connection::poll_event`] and
+//! [`Connection::poll_timeout`].
+
+use crate::cc::{new_controller, CcConfig, Controller};
+use crate::config::TransportConfig;
+use crate::crypto::{PacketKey, Psk, ReplayWindow};
+use crate::estimate::loss::LossEstimator;
+use crate::estimate::reorder::ReorderEstimator;
+use crate::frame::{Frame, Frames, StreamId, Target};
+use crate::pacer::Pacer;
+use crate::redundancy::RedundancyPolicy;
+use crate::rtt::RttEstimator;
+use crate::stream::{ReadOutcome, RecvHalf, SendHalf, StreamError};
+use crate::wire::{
+    self, Accept, Ack, Chunk, Chunks, DataHeader, Initiate, DATA_HEADER_LEN, RANDOM_LEN, TAG_LEN,
+};
+use ctcp_rlnc::{CodecConfig, Decoder, Encoder, SymbolId};
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// Which end of the session this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The forward proxy: starts the handshake and opens streams.
+    Client,
+    /// The reverse proxy: accepts sessions.
+    Server,
+}
+
+/// Why a session ended.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ConnectionError {
+    /// Nothing authenticated arrived from the peer for the idle timeout.
+    #[error("peer silent for the idle timeout")]
+    IdleTimeout,
+    /// The handshake did not complete in time (wrong key, peer down, or path blocked).
+    #[error("handshake timed out")]
+    HandshakeTimeout,
+    /// The peer closed the session.
+    #[error("closed by peer (code {code}): {reason}")]
+    PeerClosed {
+        /// Close code.
+        code: u16,
+        /// Reason text.
+        reason: String,
+    },
+    /// We closed the session.
+    #[error("closed locally")]
+    LocallyClosed,
+    /// The peer has no state for this session (it restarted).
+    #[error("peer restarted (stateless reset)")]
+    PeerRestarted,
+    /// The peer broke the protocol.
+    #[error("protocol violation: {0}")]
+    Protocol(&'static str),
+}
+
+/// Something the application should act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The handshake completed.
+    Connected,
+    /// The peer opened a stream towards `target`.
+    StreamOpened {
+        /// The stream.
+        id: StreamId,
+        /// Where to connect.
+        target: Target,
+    },
+    /// The peer reported the connect result of a stream we opened.
+    OpenResult {
+        /// The stream.
+        id: StreamId,
+        /// 0 = connected, else a failure code.
+        code: u8,
+    },
+    /// A stream has data, a FIN or a reset to read.
+    StreamReadable(StreamId),
+    /// A stream that refused a write can take more.
+    StreamWritable(StreamId),
+    /// The session ended; no further events follow.
+    ConnectionLost(ConnectionError),
+}
+
+/// Errors of the stream API.
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+pub enum StreamApiError {
+    /// No such stream (never opened, or already finished and forgotten).
+    #[error("unknown stream")]
+    UnknownStream,
+    /// The session is not established or has ended.
+    #[error("session not established")]
+    NotConnected,
+    /// Too many open streams.
+    #[error("stream limit reached")]
+    TooManyStreams,
+    /// The stream was reset; nothing more can be written.
+    #[error("stream reset")]
+    Reset,
+}
+
+/// A datagram to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// Destination address.
+    pub destination: SocketAddr,
+    /// Bytes written into the caller's buffer.
+    pub size: usize,
+}
+
+/// Counters for logs and metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ConnectionStats {
+    /// Datagrams sent.
+    pub datagrams_sent: u64,
+    /// Datagrams received and authenticated.
+    pub datagrams_received: u64,
+    /// Bytes put on the wire.
+    pub bytes_sent: u64,
+    /// Source symbols sent.
+    pub source_sent: u64,
+    /// Repair symbols sent.
+    pub repair_sent: u64,
+    /// Bytes of source symbol payload sent.
+    pub source_bytes_sent: u64,
+    /// Bytes of repair symbols sent.
+    pub repair_bytes_sent: u64,
+    /// Packets declared lost.
+    pub lost: u64,
+    /// Stream bytes delivered to the application.
+    pub stream_bytes_read: u64,
+    /// Smoothed RTT.
+    pub srtt: Duration,
+    /// Minimum RTT.
+    pub min_rtt: Duration,
+    /// Congestion window in packets.
+    pub cwnd: u64,
+    /// Short-term loss estimate.
+    pub loss: f64,
+    /// Current proactive repair ratio (repairs per source symbol).
+    pub repair_ratio: f64,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum SentKind {
+    /// Carried source symbol `id`.
+    Source(SymbolId),
+    /// Carried a repair whose range ends before `end`.
+    Repair(SymbolId),
+    /// Only ACK/PING/CLOSE.
+    Control,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SentPacket {
+    time: Instant,
+    kind: SentKind,
+    ack_eliciting: bool,
+    in_flight: bool,
+    acked: bool,
+    lost: bool,
+}
+
+#[derive(Debug)]
+enum State {
+    /// Client waiting for ACCEPT.
+    Handshake {
+        initiate: Vec<u8>,
+        client_random: [u8; RANDOM_LEN],
+        next_send: Instant,
+        attempts: u32,
+    },
+    /// Keys in place.
+    Established,
+    /// Sending CLOSE a few times, then gone.
+    Closing { remaining_sends: u8 },
+    /// Nothing more to do.
+    Drained,
+}
+
+#[derive(Debug)]
+struct Stream {
+    send: SendHalf,
+    recv: RecvHalf,
+    write_blocked: bool,
+    read_notified: bool,
+}
+
+#[derive(Debug, Default)]
+struct AckState {
+    largest: Option<u64>,
+    largest_time: Option<Instant>,
+    bitmap: u64,
+    unacked_eliciting: u32,
+    pending: bool,
+    immediate: bool,
+    deadline: Option<Instant>,
+}
+
+impl AckState {
+    fn on_packet(&mut self, pn: u64, now: Instant, eliciting: bool) {
+        match self.largest {
+            None => {
+                self.largest = Some(pn);
+                self.largest_time = Some(now);
+                self.bitmap = 0;
+            }
+            Some(l) if pn > l => {
+                let shift = pn - l;
+                self.bitmap = if shift > 64 {
+                    0
+                } else {
+                    (self.bitmap << (shift - 1) << 1) | (1u64 << (shift - 1))
+                };
+                if shift > 1 {
+                    self.immediate = true; // a hole: tell the sender now
+                }
+                self.largest = Some(pn);
+                self.largest_time = Some(now);
+            }
+            Some(l) => {
+                let d = l - pn;
+                if (1..=64).contains(&d) {
+                    self.bitmap |= 1 << (d - 1);
+                }
+                self.immediate = true; // a late arrival may cancel a loss declaration
+            }
+        }
+        self.pending = true;
+        if eliciting {
+            self.unacked_eliciting += 1;
+            if self.unacked_eliciting >= 2 {
+                self.immediate = true;
+            }
+        }
+    }
+}
+
+/// A session. Created by [`crate::Endpoint`].
+#[derive(Debug)]
+pub struct Connection {
+    side: Side,
+    conn_id: u64,
+    remote: SocketAddr,
+    state: State,
+    config: Arc<TransportConfig>,
+    psk: Arc<Psk>,
+    tx_key: Option<PacketKey>,
+    rx_key: Option<PacketKey>,
+    replay: ReplayWindow,
+    created: Instant,
+
+    // Sending.
+    next_pn: u64,
+    sent_base: u64,
+    sent: VecDeque<SentPacket>,
+    in_flight: u64,
+    largest_acked: Option<u64>,
+    encoder: Encoder,
+    cc: Box<dyn Controller>,
+    rtt: RttEstimator,
+    pacer: Pacer,
+    loss: LossEstimator,
+    reorder: ReorderEstimator,
+    last_round: Option<Instant>,
+    redundancy: RedundancyPolicy,
+    repair_credit: f64,
+    repair_debt: u32,
+    peer_next_in_order: SymbolId,
+    peer_deficit: u32,
+    loss_time: Option<Instant>,
+    /// When the pacer next lets a datagram out, if it is what holds data back.
+    pacer_wakeup: Option<Instant>,
+    last_ack_eliciting_sent: Option<Instant>,
+    pto_count: u32,
+    last_sent: Option<Instant>,
+    ping_pending: bool,
+    close_frame: Option<(u16, String)>,
+    accept_pending: Option<Vec<u8>>,
+    scratch: Vec<u8>,
+    payload: Vec<u8>,
+    repair_buf: Vec<u8>,
+
+    // Receiving.
+    decoder: Decoder,
+    ack: AckState,
+    last_received: Instant,
+
+    // Streams.
+    streams: BTreeMap<StreamId, Stream>,
+    next_local_stream: StreamId,
+    highest_peer_stream: Option<StreamId>,
+    control: VecDeque<OwnedFrame>,
+    rr_cursor: StreamId,
+    peer_max_data: u64,
+    data_sent: u64,
+    local_max_data: u64,
+    data_received: u64,
+    data_read: u64,
+
+    events: VecDeque<Event>,
+    stats: ConnectionStats,
+}
+
+#[derive(Debug, Clone)]
+enum OwnedFrame {
+    Open { id: StreamId, target: Target },
+    OpenResult { id: StreamId, code: u8 },
+    Reset { id: StreamId, code: u8 },
+    MaxStreamData { id: StreamId, max: u64 },
+    MaxData { max: u64 },
+}
+
+impl OwnedFrame {
+    fn as_frame(&self) -> Frame<'static> {
+        match self.clone() {
+            OwnedFrame::Open { id, target } => Frame::Open { id, target },
+            OwnedFrame::OpenResult { id, code } => Frame::OpenResult { id, code },
+            OwnedFrame::Reset { id, code } => Frame::Reset { id, code },
+            OwnedFrame::MaxStreamData { id, max } => Frame::MaxStreamData { id, max },
+            OwnedFrame::MaxData { max } => Frame::MaxData { max },
+        }
+    }
+}
+
+/// Packet-number threshold for declaring loss when no reordering has been measured.
+const PACKET_THRESHOLD: u64 = 3;
+/// Stream reset code: the peer exceeded the stream limit.
+pub const RESET_REFUSED: u8 = 0xfe;
+
+impl Connection {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        side: Side,
+        conn_id: u64,
+        remote: SocketAddr,
+        now: Instant,
+        config: Arc<TransportConfig>,
+        psk: Arc<Psk>,
+        keys: Option<(PacketKey, PacketKey)>,
+        initiate: Option<Vec<u8>>,
+        client_random: [u8; RANDOM_LEN],
+    ) -> Self {
+        let codec = CodecConfig {
+            symbol_size: config.symbol_size,
+            window: config.window,
+        };
+        let decoder = Decoder::new(CodecConfig {
+            symbol_size: config.symbol_size,
+            window: 2 * config.window,
+        });
+        let cc_cfg = CcConfig {
+            initial_window: config.initial_window,
+            max_rate_bps: config.max_rate_bps,
+            mtu: config.max_datagram,
+            ..CcConfig::default()
+        };
+        let state = match initiate {
+            Some(initiate) => State::Handshake {
+                initiate,
+                client_random,
+                next_send: now,
+                attempts: 0,
+            },
+            None => State::Established,
+        };
+        let (tx_key, rx_key) = match keys {
+            Some((tx, rx)) => (Some(tx), Some(rx)),
+            None => (None, None),
+        };
+        let stream_parity = match side {
+            Side::Client => 0,
+            Side::Server => 1,
+        };
+        Connection {
+            side,
+            conn_id,
+            remote,
+            state,
+            psk,
+            tx_key,
+            rx_key,
+            replay: ReplayWindow::default(),
+            created: now,
+            next_pn: 0,
+            sent_base: 0,
+            sent: VecDeque::new(),
+            in_flight: 0,
+            largest_acked: None,
+            encoder: Encoder::new(codec),
+            cc: new_controller(config.congestion, &cc_cfg),
+            rtt: RttEstimator::new(config.initial_rtt),
+            pacer: Pacer::new(config.max_datagram),
+            loss: LossEstimator::default(),
+            reorder: ReorderEstimator::new(),
+            last_round: None,
+            redundancy: RedundancyPolicy::default(),
+            repair_credit: 0.0,
+            repair_debt: 0,
+            peer_next_in_order: 0,
+            peer_deficit: 0,
+            loss_time: None,
+            pacer_wakeup: None,
+            last_ack_eliciting_sent: None,
+            pto_count: 0,
+            last_sent: None,
+            ping_pending: false,
+            close_frame: None,
+            accept_pending: None,
+            scratch: Vec::with_capacity(config.symbol_size),
+            payload: Vec::with_capacity(config.symbol_size),
+            repair_buf: vec![0; config.symbol_size],
+            decoder,
+            ack: AckState::default(),
+            last_received: now,
+            streams: BTreeMap::new(),
+            next_local_stream: stream_parity,
+            highest_peer_stream: None,
+            control: VecDeque::new(),
+            rr_cursor: 0,
+            peer_max_data: config.session_window,
+            data_sent: 0,
+            local_max_data: config.session_window,
+            data_received: 0,
+            data_read: 0,
+            events: VecDeque::new(),
+            stats: ConnectionStats::default(),
+            config,
+        }
+    }
+
+    /// The session's connection id.
+    pub fn id(&self) -> u64 {
+        self.conn_id
+    }
+
+    /// Which end this is.
+    pub fn side(&self) -> Side {
+        self.side
+    }
+
+    /// The peer's current address (it follows NAT rebinding).
+    pub fn remote(&self) -> SocketAddr {
+        self.remote
+    }
+
+    /// Whether the handshake completed and the session has not ended.
+    pub fn is_established(&self) -> bool {
+        matches!(self.state, State::Established)
+    }
+
+    /// Whether the session has ended and can be dropped.
+    pub fn is_drained(&self) -> bool {
+        matches!(self.state, State::Drained)
+    }
+
+    /// Counters for logs and metrics.
+    pub fn stats(&self) -> ConnectionStats {
+        let mut s = self.stats;
+        s.srtt = self.rtt.srtt();
+        s.min_rtt = self.rtt.min_rtt();
+        s.cwnd = self.cc.window();
+        s.loss = self.loss.short();
+        s.repair_ratio = self.current_repair_ratio();
+        s
+    }
+
+    /// Number of open streams.
+    pub fn stream_count(&self) -> usize {
+        self.streams.len()
+    }
+
+    fn current_repair_ratio(&self) -> f64 {
+        let g = self.loss.gilbert();
+        // Size the decode block like the window the repairs cover: small blocks need
+        // proportionally more redundancy and would overshoot the wire budget.
+        let k = self
+            .cc
+            .window()
+            .clamp(16, crate::redundancy::MAX_BLOCK as u64) as u32;
+        self.redundancy
+            .repair_ratio(k, self.loss.p(), Some(g), self.rtt.srtt())
+    }
+
+    // ----- input -----------------------------------------------------------------------
+
+    pub(crate) fn handle_accept(&mut self, now: Instant, accept: &Accept) {
+        let State::Handshake { client_random, .. } = &self.state else {
+            return;
+        };
+        if self.psk.verify_accept(accept, client_random).is_err() {
+            tracing::debug!(conn = self.conn_id, "dropping ACCEPT with a bad MAC");
+            return;
+        }
+        let (c2s, s2c) = self.psk.session_keys(client_random, &accept.server_random);
+        self.tx_key = Some(c2s);
+        self.rx_key = Some(s2c);
+        self.state = State::Established;
+        self.last_received = now;
+        // Confirm the handshake to the server right away.
+        self.ping_pending = true;
+        self.events.push_back(Event::Connected);
+    }
+
+    pub(crate) fn resend_accept(&mut self, accept: Vec<u8>) {
+        self.accept_pending = Some(accept);
+    }
+
+    pub(crate) fn handle_reset(&mut self) {
+        if !matches!(self.state, State::Drained) {
+            self.lose(ConnectionError::PeerRestarted);
+        }
+    }
+
+    /// Processes an authenticated-or-not data packet addressed to this session.
+    pub(crate) fn handle_data(&mut self, now: Instant, from: SocketAddr, packet: &mut [u8]) {
+        if matches!(self.state, State::Drained) {
+            return;
+        }
+        let Ok(header) = DataHeader::parse(packet) else {
+            return;
+        };
+        let Some(key) = self.rx_key.as_ref() else {
+            return;
+        };
+        if self.replay.check(header.pn).is_err() {
+            return;
+        }
+        let Ok(plain) = key.open(header.pn, packet, DATA_HEADER_LEN) else {
+            tracing::trace!(conn = self.conn_id, "dropping unauthenticated data packet");
+            return;
+        };
+        let newest = self.ack.largest.is_none_or(|l| header.pn > l);
+        self.replay.insert(header.pn);
+        if from != self.remote && newest {
+            tracing::debug!(conn = self.conn_id, old = %self.remote, new = %from, "peer address changed");
+            self.remote = from;
+        }
+        self.last_received = now;
+        self.stats.datagrams_received += 1;
+        // Copy out: chunk processing borrows self mutably.
+        let plain = plain.to_vec();
+        let mut eliciting = false;
+        for chunk in Chunks::new(&plain, self.config.symbol_size) {
+            let Ok(chunk) = chunk else {
+                tracing::debug!(
+                    conn = self.conn_id,
+                    "malformed chunk; rest of packet ignored"
+                );
+                break;
+            };
+            match chunk {
+                Chunk::Ack(ack) => self.on_ack(now, &ack),
+                Chunk::Source { id, payload } => {
+                    eliciting = true;
+                    let _ = self.decoder.receive_source(id, payload);
+                }
+                Chunk::Repair { header, data } => {
+                    eliciting = true;
+                    let _ = self.decoder.receive_repair(&header, data);
+                }
+                Chunk::Ping => eliciting = true,
+                Chunk::Close { code, reason } => {
+                    let reason = String::from_utf8_lossy(reason).into_owned();
+                    self.lose(ConnectionError::PeerClosed { code, reason });
+                    return;
+                }
+            }
+        }
+        if matches!(self.state, State::Handshake { .. }) {
+            return;
+        }
+        self.ack.on_packet(header.pn, now, eliciting);
+        if self.ack.deadline.is_none() {
+            let delay = self.config.max_ack_delay.min(self.rtt.srtt() / 4);
+            self.ack.deadline = Some(now + delay);
+        }
+        self.drain_decoder();
+        let status = self.decoder.status();
+        if status.deficit > 0 {
+            self.ack.immediate = true;
+        }
+        if let Some(h) = status.highest_seen {
+            let floor = (h + 1).saturating_sub(self.config.window as u64);
+            self.decoder.retire_below(floor);
+        }
+    }
+
+    fn drain_decoder(&mut self) {
+        while let Some((_, payload)) = self.decoder.poll_decoded() {
+            let payload = payload.to_vec();
+            if let Err(e) = self.on_symbol(&payload) {
+                self.close_with(e);
+                return;
+            }
+        }
+    }
+
+    fn on_symbol(&mut self, payload: &[u8]) -> Result<(), ConnectionError> {
+        for frame in Frames::new(payload) {
+            let frame = frame.map_err(|_| ConnectionError::Protocol("malformed frame"))?;
+            match frame {
+                Frame::Open { id, target } => {
+                    if self.peer_stream(id)? {
+                        self.events.push_back(Event::StreamOpened { id, target });
+                    }
+                }
+                Frame::OpenResult { id, code } => {
+                    if self.streams.contains_key(&id) {
+                        self.events.push_back(Event::OpenResult { id, code });
+                    }
+                }
+                Frame::Stream {
+                    id,
+                    offset,
+                    fin,
+                    data,
+                } => {
+                    if self.is_peer_initiated(id) && !self.peer_stream(id)? {
+                        continue;
+                    }
+                    let Some(s) = self.streams.get_mut(&id) else {
+                        continue;
+                    };
+                    let new = s.recv.insert(offset, data, fin).map_err(|e| match e {
+                        StreamError::FlowControl => {
+                            ConnectionError::Protocol("stream flow control")
+                        }
+                        StreamError::FinalSize => ConnectionError::Protocol("final size"),
+                    })?;
+                    self.data_received += new as u64;
+                    if self.data_received > self.local_max_data {
+                        return Err(ConnectionError::Protocol("session flow control"));
+                    }
+                    if s.recv.is_readable() && !s.read_notified {
+                        s.read_notified = true;
+                        self.events.push_back(Event::StreamReadable(id));
+                    }
+                }
+                Frame::Reset { id, code } => {
+                    if let Some(s) = self.streams.get_mut(&id) {
+                        s.recv.reset = Some(code);
+                        s.send.reset = true;
+                        s.read_notified = true;
+                        self.events.push_back(Event::StreamReadable(id));
+                    }
+                }
+                Frame::MaxStreamData { id, max } => {
+                    if let Some(s) = self.streams.get_mut(&id) {
+                        s.send.max_data = s.send.max_data.max(max);
+                    }
+                }
+                Frame::MaxData { max } => self.peer_max_data = self.peer_max_data.max(max),
+            }
+        }
+        Ok(())
+    }
+
+    fn is_peer_initiated(&self, id: StreamId) -> bool {
+        let peer_parity = match self.side {
+            Side::Client => 1,
+            Side::Server => 0,
+        };
+        id & 1 == peer_parity
+    }
+
+    /// Makes sure a peer-initiated stream exists; false if it is closed and forgotten.
+    fn peer_stream(&mut self, id: StreamId) -> Result<bool, ConnectionError> {
+        if !self.is_peer_initiated(id) {
+            return Ok(self.streams.contains_key(&id));
+        }
+        if self.streams.contains_key(&id) {
+            return Ok(true);
+        }
+        if self.highest_peer_stream.is_some_and(|h| id <= h) {
+            return Ok(false);
+        }
+        self.highest_peer_stream = Some(id);
+        if self.streams.len() >= self.config.max_streams {
+            tracing::debug!(
+                conn = self.conn_id,
+                id,
+                "stream limit reached; refusing stream"
+            );
+            self.control.push_back(OwnedFrame::Reset {
+                id,
+                code: RESET_REFUSED,
+            });
+            return Ok(false);
+        }
+        self.streams.insert(id, self.new_stream());
+        Ok(true)
+    }
+
+    fn new_stream(&self) -> Stream {
+        Stream {
+            send: SendHalf::new(self.config.stream_window, self.config.stream_send_buffer),
+            recv: RecvHalf::new(self.config.stream_window),
+            write_blocked: false,
+            read_notified: false,
+        }
+    }
+
+    fn on_ack(&mut self, now: Instant, ack: &Ack) {
+        if ack.largest_pn >= self.next_pn {
+            return; // acknowledges something never sent: ignore
+        }
+        let mut newly_acked = 0u64;
+        let prev_largest = self.largest_acked;
+        let min_rtt = self.rtt.min_rtt();
+        let mut late: Vec<(u64, Duration)> = Vec::new();
+        let mut largest_newly_acked: Option<(u64, Instant, bool)> = None;
+        let mut mark = |this: &mut Self, pn: u64| {
+            if pn < this.sent_base {
+                return;
+            }
+            let Some(p) = this.sent.get_mut((pn - this.sent_base) as usize) else {
+                return;
+            };
+            if p.acked {
+                return;
+            }
+            p.acked = true;
+            if let Some(prev) = prev_largest.filter(|&l| pn < l) {
+                // Acknowledged after a later packet: it arrived out of order.
+                let late_by = now
+                    .saturating_duration_since(p.time)
+                    .saturating_sub(min_rtt);
+                late.push((prev - pn, late_by));
+            }
+            if p.lost {
+                // Spurious loss: it was only late. Reordering, not congestion.
+                return;
+            }
+            if p.in_flight {
+                p.in_flight = false;
+                this.in_flight -= 1;
+                newly_acked += 1;
+                this.loss.on_outcome(true);
+            }
+            if largest_newly_acked.is_none_or(|(l, _, _)| pn > l) {
+                largest_newly_acked = Some((pn, p.time, p.ack_eliciting));
+            }
+        };
+        for i in (0..64u64).rev() {
+            if ack.pn_bitmap & (1 << i) != 0 && ack.largest_pn > i {
+                mark(self, ack.largest_pn - 1 - i);
+            }
+        }
+        mark(self, ack.largest_pn);
+        for (d, by) in late {
+            self.reorder.on_late_arrival(d, by);
+        }
+        if self.last_round.is_none_or(|t| now >= t + self.rtt.srtt()) {
+            self.last_round = Some(now);
+            self.reorder.on_round();
+        }
+        if let Some((pn, sent_time, eliciting)) = largest_newly_acked {
+            if pn == ack.largest_pn && eliciting {
+                let delay = Duration::from_micros(u64::from(ack.ack_delay_us));
+                self.rtt
+                    .update(now, now.saturating_duration_since(sent_time), delay);
+            }
+            self.pto_count = 0;
+        }
+        self.largest_acked = Some(
+            self.largest_acked
+                .map_or(ack.largest_pn, |l| l.max(ack.largest_pn)),
+        );
+
+        // Symbol-level cumulative ACK: lost ACKs never read as data loss.
+        if ack.next_in_order > self.peer_next_in_order {
+            self.peer_next_in_order = ack.next_in_order.min(self.encoder.next_id());
+            self.encoder.retire_through(self.peer_next_in_order - 1);
+        }
+        let covered = self.peer_next_in_order;
+        for p in self.sent.iter_mut() {
+            if p.in_flight && !p.acked {
+                let obsolete = match p.kind {
+                    SentKind::Source(id) => id < covered,
+                    SentKind::Repair(end) => end <= covered,
+                    SentKind::Control => false,
+                };
+                if obsolete {
+                    p.in_flight = false;
+                    p.acked = true;
+                    self.in_flight -= 1;
+                    newly_acked += 1;
+                }
+            }
+        }
+        self.peer_deficit = ack.deficit;
+        self.repair_debt = self.repair_debt.min(ack.deficit);
+        if newly_acked > 0 {
+            self.cc.on_ack(now, newly_acked, self.in_flight, &self.rtt);
+        }
+        self.detect_lost(now);
+        self.trim_sent();
+        // Safety net: the receiver lacks symbols and no repair is on its way.
+        if ack.deficit > 0 && self.repair_debt == 0 && !self.repairs_in_flight() {
+            self.repair_debt = ack.deficit;
+        }
+    }
+
+    fn repairs_in_flight(&self) -> bool {
+        self.sent
+            .iter()
+            .any(|p| p.in_flight && matches!(p.kind, SentKind::Repair(_)))
+    }
+
+    /// RACK-style thresholds: (packets, time after send) past which an unacknowledged
+    /// packet is lost. Both grow with the measured reordering, so late is not lost.
+    fn loss_thresholds(&self) -> (u64, Duration) {
+        let base = self.rtt.srtt().max(self.rtt.latest());
+        let (pkts, reo) = self.reorder.loss_threshold(self.rtt.min_rtt());
+        (pkts.max(PACKET_THRESHOLD), base + reo.max(base / 8))
+    }
+
+    fn detect_lost(&mut self, now: Instant) {
+        let Some(largest) = self.largest_acked else {
+            return;
+        };
+        let (pkt_threshold, delay) = self.loss_thresholds();
+        let mut lost = 0u64;
+        let mut latest_lost_time = None;
+        let mut loss_time: Option<Instant> = None;
+        let covered = self.peer_next_in_order;
+        for i in 0..self.sent.len() {
+            let pn = self.sent_base + i as u64;
+            if pn >= largest {
+                break;
+            }
+            let p = &mut self.sent[i];
+            if p.acked || p.lost || !p.in_flight {
+                continue;
+            }
+            if largest - pn >= pkt_threshold || now >= p.time + delay {
+                p.lost = true;
+                p.in_flight = false;
+                self.in_flight -= 1;
+                lost += 1;
+                latest_lost_time = Some(p.time);
+                self.loss.on_outcome(false);
+                let needed = match p.kind {
+                    SentKind::Source(id) => id >= covered,
+                    SentKind::Repair(end) => end > covered,
+                    SentKind::Control => false,
+                };
+                if needed {
+                    self.repair_debt = self.repair_debt.saturating_add(1);
+                }
+            } else {
+                let t = p.time + delay;
+                loss_time = Some(loss_time.map_or(t, |l: Instant| l.min(t)));
+            }
+        }
+        self.loss_time = loss_time;
+        if let Some(t) = latest_lost_time {
+            self.stats.lost += lost;
+            self.cc.on_congestion_event(now, t, lost, &self.rtt);
+        }
+    }
+
+    fn trim_sent(&mut self) {
+        while let Some(p) = self.sent.front() {
+            if p.in_flight {
+                break;
+            }
+            self.sent.pop_front();
+            self.sent_base += 1;
+        }
+    }
+
+    // ----- timers ----------------------------------------------------------------------
+
+    fn pto(&self) -> Duration {
+        self.rtt.pto(self.config.max_ack_delay) * 2u32.saturating_pow(self.pto_count.min(6))
+    }
+
+    /// When [`Connection::handle_timeout`] must be called next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        let mut add = |x: Option<Instant>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |t: Instant| t.min(x)));
+            }
+        };
+        match &self.state {
+            State::Drained => return None,
+            State::Handshake { next_send, .. } => {
+                add(Some(*next_send));
+                add(Some(self.created + self.config.handshake_timeout));
+                return t;
+            }
+            State::Closing { .. } => return Some(self.created), // flush immediately
+            State::Established => {}
+        }
+        add(Some(self.last_received + self.config.idle_timeout));
+        add(self.last_sent.map(|s| s + self.config.keepalive));
+        add(self.ack.deadline.filter(|_| self.ack.pending));
+        add(self.loss_time);
+        add(self.pacer_wakeup);
+        if self.in_flight > 0 {
+            add(self.last_ack_eliciting_sent.map(|s| s + self.pto()));
+        }
+        t
+    }
+
+    /// Runs timers that are due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match &self.state {
+            State::Drained | State::Closing { .. } => return,
+            State::Handshake { .. } => {
+                if now >= self.created + self.config.handshake_timeout {
+                    self.lose(ConnectionError::HandshakeTimeout);
+                }
+                return;
+            }
+            State::Established => {}
+        }
+        if now >= self.last_received + self.config.idle_timeout {
+            self.lose(ConnectionError::IdleTimeout);
+            return;
+        }
+        if self
+            .last_sent
+            .is_some_and(|s| now >= s + self.config.keepalive)
+        {
+            self.ping_pending = true;
+        }
+        if self.ack.pending && self.ack.deadline.is_some_and(|d| now >= d) {
+            self.ack.immediate = true;
+        }
+        if self.loss_time.is_some_and(|t| now >= t) {
+            self.detect_lost(now);
+            self.trim_sent();
+        }
+        if self.in_flight > 0
+            && self
+                .last_ack_eliciting_sent
+                .is_some_and(|s| now >= s + self.pto())
+        {
+            // Tail loss probe: one repair covering everything unacknowledged.
+            self.pto_count += 1;
+            self.repair_debt = self.repair_debt.max(1);
+            self.last_ack_eliciting_sent = Some(now);
+            if self.encoder.is_empty() {
+                self.ping_pending = true;
+            }
+        }
+    }
+
+    // ----- output ----------------------------------------------------------------------
+
+    /// Writes the next datagram into `buf` (cleared first), if one is due.
+    #[must_use]
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        buf.clear();
+        if let Some(accept) = self.accept_pending.take() {
+            buf.extend_from_slice(&accept);
+            return Some(self.transmit(buf));
+        }
+        match &mut self.state {
+            State::Drained => return None,
+            State::Handshake {
+                initiate,
+                next_send,
+                attempts,
+                ..
+            } => {
+                if now < *next_send {
+                    return None;
+                }
+                buf.extend_from_slice(initiate);
+                *attempts += 1;
+                *next_send = now + Duration::from_millis(250) * 2u32.pow((*attempts).min(4));
+                return Some(self.transmit(buf));
+            }
+            State::Closing { remaining_sends } => {
+                if *remaining_sends == 0 {
+                    self.state = State::Drained;
+                    return None;
+                }
+                *remaining_sends -= 1;
+                let (code, reason) = self.close_frame.clone().unwrap_or((0, String::new()));
+                self.begin_packet(buf);
+                wire::emit_close(buf, code, &reason);
+                return Some(self.finish_packet(now, buf, SentKind::Control, false));
+            }
+            State::Established => {}
+        }
+
+        let cwnd_open = self.in_flight < self.cc.window();
+        self.pacer.set_gain(if self.cc.in_slow_start() {
+            crate::pacer::SLOW_START_GAIN
+        } else {
+            crate::pacer::CONGESTION_AVOIDANCE_GAIN
+        });
+        let release = self.pacer.delay(
+            now,
+            self.cc.window(),
+            self.rtt.srtt(),
+            self.config.max_datagram,
+        );
+        let paced_ok = release.is_none_or(|t| t <= now);
+        self.pacer_wakeup = if cwnd_open && !paced_ok {
+            release
+        } else {
+            None
+        };
+        let probe = self.pto_count > 0 && self.repair_debt > 0;
+        let can_send = (cwnd_open && paced_ok) || probe;
+
+        let have_unacked = !self.encoder.is_empty();
+        if can_send && have_unacked && (self.repair_debt > 0 || self.repair_credit >= 1.0) {
+            return Some(self.send_repair(now, buf));
+        }
+        if can_send && !self.encoder.is_full() && self.build_payload() {
+            return Some(self.send_source(now, buf));
+        }
+        if self.ping_pending {
+            self.ping_pending = false;
+            self.begin_packet(buf);
+            self.emit_ack_if_pending(now, buf);
+            wire::emit_ping(buf);
+            return Some(self.finish_packet(now, buf, SentKind::Control, true));
+        }
+        if self.ack.pending && self.ack.immediate {
+            self.begin_packet(buf);
+            self.emit_ack_if_pending(now, buf);
+            return Some(self.finish_packet(now, buf, SentKind::Control, false));
+        }
+        None
+    }
+
+    fn transmit(&mut self, buf: &[u8]) -> Transmit {
+        self.stats.datagrams_sent += 1;
+        self.stats.bytes_sent += buf.len() as u64;
+        Transmit {
+            destination: self.remote,
+            size: buf.len(),
+        }
+    }
+
+    fn begin_packet(&mut self, buf: &mut Vec<u8>) {
+        DataHeader {
+            conn_id: self.conn_id,
+            pn: self.next_pn,
+        }
+        .emit(buf);
+    }
+
+    fn emit_ack_if_pending(&mut self, now: Instant, buf: &mut Vec<u8>) {
+        if !self.ack.pending {
+            return;
+        }
+        let Some(largest) = self.ack.largest else {
+            return;
+        };
+        let status = self.decoder.status();
+        let delay = self
+            .ack
+            .largest_time
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        Ack {
+            next_in_order: status.next_in_order,
+            deficit: status.deficit,
+            highest_seen: status.highest_seen.map_or(0, |h| h + 1),
+            largest_pn: largest,
+            pn_bitmap: self.ack.bitmap,
+            ack_delay_us: u32::try_from(delay.as_micros()).unwrap_or(u32::MAX),
+            reorder_pkts: 0,
+        }
+        .emit(buf);
+        self.ack.pending = false;
+        self.ack.immediate = false;
+        self.ack.unacked_eliciting = 0;
+        self.ack.deadline = None;
+    }
+
+    fn finish_packet(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        kind: SentKind,
+        eliciting: bool,
+    ) -> Transmit {
+        let pn = self.next_pn;
+        self.next_pn += 1;
+        if let Some(key) = &self.tx_key {
+            key.seal(pn, buf, DATA_HEADER_LEN);
+        }
+        let in_flight = eliciting;
+        self.sent.push_back(SentPacket {
+            time: now,
+            kind,
+            ack_eliciting: eliciting,
+            in_flight,
+            acked: false,
+            lost: false,
+        });
+        if in_flight {
+            self.in_flight += 1;
+            self.cc.on_sent(now, 1, self.in_flight);
+            self.last_ack_eliciting_sent = Some(now);
+        }
+        self.pacer.on_sent(now, buf.len());
+        self.last_sent = Some(now);
+        self.trim_sent();
+        self.transmit(buf)
+    }
+
+    fn send_repair(&mut self, now: Instant, buf: &mut Vec<u8>) -> Transmit {
+        let first = self.encoder.first_id();
+        let count = (self.encoder.next_id() - first).min(u64::from(u16::MAX)) as u16;
+        self.begin_packet(buf);
+        self.emit_ack_if_pending(now, buf);
+        let header = match self.encoder.repair(first, count, &mut self.repair_buf) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::debug!(conn = self.conn_id, error = %e, "repair generation failed");
+                self.repair_debt = 0;
+                self.repair_credit = 0.0;
+                return self.finish_packet(now, buf, SentKind::Control, false);
+            }
+        };
+        wire::emit_repair(buf, &header, &self.repair_buf);
+        if self.repair_debt > 0 {
+            self.repair_debt -= 1;
+        } else {
+            self.repair_credit -= 1.0;
+        }
+        self.stats.repair_sent += 1;
+        self.stats.repair_bytes_sent += self.repair_buf.len() as u64;
+        self.finish_packet(now, buf, SentKind::Repair(first + u64::from(count)), true)
+    }
+
+    fn send_source(&mut self, now: Instant, buf: &mut Vec<u8>) -> Transmit {
+        let payload = std::mem::take(&mut self.payload);
+        let id = match self.encoder.push(&payload) {
+            Ok(id) => id,
+            Err(e) => {
+                // Cannot happen: we checked is_full and bounded the payload by the symbol size.
+                tracing::error!(conn = self.conn_id, error = %e, "encoder refused a source symbol");
+                self.payload = payload;
+                self.begin_packet(buf);
+                return self.finish_packet(now, buf, SentKind::Control, false);
+            }
+        };
+        self.begin_packet(buf);
+        self.emit_ack_if_pending(now, buf);
+        wire::emit_source(buf, id, &payload);
+        self.stats.source_sent += 1;
+        self.stats.source_bytes_sent += payload.len() as u64;
+        self.payload = payload;
+        self.repair_credit += self.current_repair_ratio();
+        // Bound the credit so a long idle period does not bank a burst of repairs.
+        self.repair_credit = self.repair_credit.min(8.0);
+        self.finish_packet(now, buf, SentKind::Source(id), true)
+    }
+
+    /// Fills `self.payload` with frames for one source symbol. Returns false if there is nothing to send.
+    fn build_payload(&mut self) -> bool {
+        let cap = self.config.symbol_size - 2;
+        self.payload.clear();
+        // Control frames first: they unblock the peer.
+        while let Some(f) = self.control.front() {
+            let frame = f.as_frame();
+            if self.payload.len() + frame.encoded_len() > cap {
+                break;
+            }
+            frame.emit(&mut self.payload);
+            self.control.pop_front();
+        }
+        // Then stream data, round-robin from the cursor.
+        let ids: Vec<StreamId> = self
+            .streams
+            .range(self.rr_cursor..)
+            .chain(self.streams.range(..self.rr_cursor))
+            .filter(|(_, s)| s.send.has_frame())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            let room = cap.saturating_sub(self.payload.len());
+            if room <= crate::frame::STREAM_HEADER_MAX {
+                break;
+            }
+            let session_credit = self.peer_max_data.saturating_sub(self.data_sent) as usize;
+            let Some(s) = self.streams.get_mut(&id) else {
+                continue;
+            };
+            let max = (room - crate::frame::STREAM_HEADER_MAX).min(session_credit);
+            if max == 0 && !(s.send.fin_requested && s.send.buffered() == 0) {
+                continue;
+            }
+            let (offset, fin) = s.send.take(max, &mut self.scratch);
+            self.data_sent += self.scratch.len() as u64;
+            Frame::Stream {
+                id,
+                offset,
+                fin,
+                data: &self.scratch,
+            }
+            .emit(&mut self.payload);
+            if s.write_blocked && s.send.is_writable() {
+                s.write_blocked = false;
+                self.events.push_back(Event::StreamWritable(id));
+            }
+            self.rr_cursor = id + 1;
+            self.maybe_forget(id);
+        }
+        !self.payload.is_empty()
+    }
+
+    fn maybe_forget(&mut self, id: StreamId) {
+        if let Some(s) = self.streams.get(&id) {
+            let send_done = s.send.reset || (s.send.fin_sent && s.send.buffered() == 0);
+            if send_done && s.recv.is_done() {
+                self.streams.remove(&id);
+            }
+        }
+    }
+
+    /// Next event for the application.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    // ----- streams API -----------------------------------------------------------------
+
+    /// Opens a stream to `target`; the peer learns of it with the first symbol.
+    pub fn open_stream(&mut self, target: Target) -> Result<StreamId, StreamApiError> {
+        if !self.is_established() {
+            return Err(StreamApiError::NotConnected);
+        }
+        if self.streams.len() >= self.config.max_streams {
+            return Err(StreamApiError::TooManyStreams);
+        }
+        let id = self.next_local_stream;
+        self.next_local_stream += 2;
+        self.streams.insert(id, self.new_stream());
+        self.control.push_back(OwnedFrame::Open { id, target });
+        Ok(id)
+    }
+
+    /// Queues bytes on a stream; returns how many were taken (0 = blocked until
+    /// [`Event::StreamWritable`]).
+    pub fn write(&mut self, id: StreamId, data: &[u8]) -> Result<usize, StreamApiError> {
+        if matches!(self.state, State::Drained | State::Closing { .. }) {
+            return Err(StreamApiError::NotConnected);
+        }
+        let s = self
+            .streams
+            .get_mut(&id)
+            .ok_or(StreamApiError::UnknownStream)?;
+        if s.send.reset {
+            return Err(StreamApiError::Reset);
+        }
+        let n = s.send.write(data);
+        if n < data.len() {
+            s.write_blocked = true;
+        }
+        Ok(n)
+    }
+
+    /// Ends the sending direction of a stream (TCP half-close).
+    pub fn finish(&mut self, id: StreamId) -> Result<(), StreamApiError> {
+        let s = self
+            .streams
+            .get_mut(&id)
+            .ok_or(StreamApiError::UnknownStream)?;
+        s.send.fin_requested = true;
+        Ok(())
+    }
+
+    /// Reads from a stream.
+    pub fn read(&mut self, id: StreamId, buf: &mut [u8]) -> Result<ReadOutcome, StreamApiError> {
+        let s = self
+            .streams
+            .get_mut(&id)
+            .ok_or(StreamApiError::UnknownStream)?;
+        let out = s.recv.read(buf);
+        match out {
+            ReadOutcome::Data(n) => {
+                self.data_read += n as u64;
+                self.stats.stream_bytes_read += n as u64;
+                if let Some(max) = s.recv.credit_update() {
+                    self.control
+                        .push_back(OwnedFrame::MaxStreamData { id, max });
+                }
+                if self.local_max_data - self.data_read <= self.config.session_window / 2 {
+                    self.local_max_data = self.data_read + self.config.session_window;
+                    self.control.push_back(OwnedFrame::MaxData {
+                        max: self.local_max_data,
+                    });
+                }
+            }
+            ReadOutcome::Blocked => s.read_notified = false,
+            ReadOutcome::Finished | ReadOutcome::Reset(_) => {
+                s.read_notified = false;
+                self.maybe_forget(id);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Abruptly ends a stream in both directions.
+    pub fn reset(&mut self, id: StreamId, code: u8) -> Result<(), StreamApiError> {
+        let s = self
+            .streams
+            .get_mut(&id)
+            .ok_or(StreamApiError::UnknownStream)?;
+        s.send.reset = true;
+        if s.recv.reset.is_none() {
+            s.recv.reset = Some(code);
+        }
+        self.control.push_back(OwnedFrame::Reset { id, code });
+        self.streams.remove(&id);
+        Ok(())
+    }
+
+    /// Reports the connect result of a peer-opened stream (0 = connected).
+    pub fn send_open_result(&mut self, id: StreamId, code: u8) -> Result<(), StreamApiError> {
+        if !self.streams.contains_key(&id) {
+            return Err(StreamApiError::UnknownStream);
+        }
+        self.control.push_back(OwnedFrame::OpenResult { id, code });
+        Ok(())
+    }
+
+    /// Whether a write on `id` would take bytes now.
+    pub fn is_writable(&self, id: StreamId) -> bool {
+        self.streams.get(&id).is_some_and(|s| s.send.is_writable())
+    }
+
+    /// Closes the session gracefully.
+    pub fn close(&mut self, code: u16, reason: &str) {
+        if matches!(self.state, State::Drained | State::Closing { .. }) {
+            return;
+        }
+        if self.tx_key.is_none() {
+            self.state = State::Drained;
+            self.events
+                .push_back(Event::ConnectionLost(ConnectionError::LocallyClosed));
+            return;
+        }
+        self.close_frame = Some((code, reason.to_owned()));
+        self.state = State::Closing { remaining_sends: 3 };
+        self.events
+            .push_back(Event::ConnectionLost(ConnectionError::LocallyClosed));
+    }
+
+    fn close_with(&mut self, err: ConnectionError) {
+        tracing::debug!(conn = self.conn_id, error = %err, "closing session");
+        let reason = err.to_string();
+        self.close(1, &reason);
+    }
+
+    fn lose(&mut self, err: ConnectionError) {
+        tracing::debug!(conn = self.conn_id, error = %err, "session lost");
+        self.state = State::Drained;
+        self.events.push_back(Event::ConnectionLost(err));
+    }
+
+    /// Bytes of overhead a datagram carries beyond symbol payload, for sizing checks.
+    pub fn max_overhead() -> usize {
+        DATA_HEADER_LEN + wire::ACK_CHUNK_LEN + wire::REPAIR_HEADER_LEN + TAG_LEN
+    }
+
+    pub(crate) fn initiate_bytes(initiate: &Initiate) -> Vec<u8> {
+        let mut v = Vec::with_capacity(wire::INITIATE_LEN);
+        initiate.emit(&mut v);
+        v
+    }
+}

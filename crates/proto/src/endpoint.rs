@@ -1,0 +1,393 @@
+//! Demultiplexes datagrams to sessions and runs the handshake.
+//!
+//! One `Endpoint` per UDP socket. The client side calls [`Endpoint::connect`]; the server
+//! side accepts sessions from INITIATEs that carry a valid PSK MAC. Nothing is allocated
+//! for a datagram until it has authenticated, and the only unsolicited replies (ACCEPT,
+//! stateless RESET) are never larger than the datagram that caused them.
+
+use crate::config::TransportConfig;
+use crate::connection::{Connection, Event, Side, Transmit};
+use crate::crypto::Psk;
+use crate::wire::{self, Accept, Initiate, Reset, RANDOM_LEN};
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Names a session within an endpoint (its connection id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionHandle(pub u64);
+
+/// Endpoint-wide settings.
+#[derive(Debug, Clone)]
+pub struct EndpointConfig {
+    /// The pre-shared key both sides hold.
+    pub psk: Arc<Psk>,
+    /// Transport parameters for every session.
+    pub transport: Arc<TransportConfig>,
+    /// Whether to accept sessions (reverse proxy) or only initiate them (forward proxy).
+    pub accept_sessions: bool,
+    /// Most concurrent sessions accepted.
+    pub max_sessions: usize,
+    /// Handshakes accepted per second (token bucket); excess INITIATEs are dropped.
+    pub handshake_rate: u32,
+    /// Largest accepted difference between a client's handshake timestamp and our clock.
+    pub max_clock_skew: Duration,
+}
+
+impl EndpointConfig {
+    /// Settings with defaults for everything but the key.
+    pub fn new(psk: Psk, transport: TransportConfig, accept_sessions: bool) -> Self {
+        EndpointConfig {
+            psk: Arc::new(psk),
+            transport: Arc::new(transport),
+            accept_sessions,
+            max_sessions: 256,
+            handshake_rate: 64,
+            max_clock_skew: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Why a datagram was dropped; counted for metrics and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DropCounters {
+    /// Datagrams that did not parse.
+    pub malformed: u64,
+    /// Handshakes with a bad MAC, stale timestamp, or replayed random.
+    pub bad_handshake: u64,
+    /// Handshakes refused by the rate limit or the session limit.
+    pub refused: u64,
+    /// Data packets for unknown sessions.
+    pub unknown_session: u64,
+    /// Stateless resets sent.
+    pub resets_sent: u64,
+}
+
+/// A UDP endpoint's worth of sessions.
+#[derive(Debug)]
+pub struct Endpoint {
+    config: EndpointConfig,
+    rng: ChaCha20Rng,
+    connections: HashMap<u64, Connection>,
+    order: Vec<u64>,
+    cursor: usize,
+    /// Client randoms of accepted handshakes, for replay rejection, with their expiry.
+    seen_randoms: HashMap<[u8; RANDOM_LEN], Instant>,
+    /// The ACCEPT sent for each live session, resent when its INITIATE is retransmitted.
+    accepted: HashMap<u64, ([u8; RANDOM_LEN], Vec<u8>)>,
+    outbox: VecDeque<(SocketAddr, Vec<u8>)>,
+    handshake_tokens: f64,
+    reset_tokens: f64,
+    last_refill: Option<Instant>,
+    wall_clock: Option<(Instant, u64)>,
+    drops: DropCounters,
+}
+
+impl Endpoint {
+    /// Creates an endpoint; `seed` drives every random choice (ids, handshake randoms, keys).
+    pub fn new(config: EndpointConfig, seed: [u8; 32]) -> Self {
+        Endpoint {
+            handshake_tokens: f64::from(config.handshake_rate),
+            reset_tokens: 16.0,
+            config,
+            rng: ChaCha20Rng::from_seed(seed),
+            connections: HashMap::new(),
+            order: Vec::new(),
+            cursor: 0,
+            seen_randoms: HashMap::new(),
+            accepted: HashMap::new(),
+            outbox: VecDeque::new(),
+            last_refill: None,
+            wall_clock: None,
+            drops: DropCounters::default(),
+        }
+    }
+
+    /// Tells the endpoint the wall-clock time (ms since the Unix epoch) at `now`, for
+    /// handshake timestamps. Without it, timestamps are neither sent meaningfully nor checked.
+    pub fn set_wall_clock(&mut self, now: Instant, unix_ms: u64) {
+        self.wall_clock = Some((now, unix_ms));
+    }
+
+    fn unix_ms(&self, now: Instant) -> Option<u64> {
+        self.wall_clock
+            .map(|(at, ms)| ms + now.saturating_duration_since(at).as_millis() as u64)
+    }
+
+    /// Datagrams dropped and why.
+    pub fn drops(&self) -> DropCounters {
+        self.drops
+    }
+
+    /// Number of live sessions.
+    pub fn connection_count(&self) -> usize {
+        self.connections.len()
+    }
+
+    /// Handles of all live sessions.
+    pub fn handles(&self) -> Vec<ConnectionHandle> {
+        self.order.iter().map(|&c| ConnectionHandle(c)).collect()
+    }
+
+    /// A session.
+    pub fn connection(&self, h: ConnectionHandle) -> Option<&Connection> {
+        self.connections.get(&h.0)
+    }
+
+    /// A session, mutably (stream API).
+    pub fn connection_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
+        self.connections.get_mut(&h.0)
+    }
+
+    /// Starts a session to `remote`.
+    pub fn connect(&mut self, now: Instant, remote: SocketAddr) -> ConnectionHandle {
+        let mut conn_id = self.rng.next_u64();
+        while self.connections.contains_key(&conn_id) {
+            conn_id = self.rng.next_u64();
+        }
+        let mut client_random = [0u8; RANDOM_LEN];
+        self.rng.fill_bytes(&mut client_random);
+        let mut initiate = Initiate {
+            conn_id,
+            client_random,
+            timestamp_ms: self.unix_ms(now).unwrap_or(0),
+            mac: [0; wire::MAC_LEN],
+        };
+        self.config.psk.sign_initiate(&mut initiate);
+        let conn = Connection::new(
+            Side::Client,
+            conn_id,
+            remote,
+            now,
+            self.config.transport.clone(),
+            self.config.psk.clone(),
+            None,
+            Some(Connection::initiate_bytes(&initiate)),
+            client_random,
+        );
+        self.insert(conn_id, conn);
+        ConnectionHandle(conn_id)
+    }
+
+    fn insert(&mut self, id: u64, conn: Connection) {
+        self.connections.insert(id, conn);
+        self.order.push(id);
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let elapsed = self
+            .last_refill
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        self.last_refill = Some(now);
+        let rate = f64::from(self.config.handshake_rate);
+        self.handshake_tokens =
+            (self.handshake_tokens + rate * elapsed.as_secs_f64()).min(rate.max(1.0));
+        self.reset_tokens = (self.reset_tokens + 16.0 * elapsed.as_secs_f64()).min(16.0);
+    }
+
+    /// Processes one received datagram. `data` is decrypted in place.
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &mut [u8]) {
+        self.refill(now);
+        let Ok((ty, conn_id)) = wire::peek_conn_id(data) else {
+            self.drops.malformed += 1;
+            return;
+        };
+        match ty {
+            wire::TYPE_DATA => {
+                if let Some(c) = self.connections.get_mut(&conn_id) {
+                    c.handle_data(now, from, data);
+                } else {
+                    self.drops.unknown_session += 1;
+                    self.maybe_reset(from, conn_id, data.len());
+                }
+            }
+            wire::TYPE_INITIATE => self.handle_initiate(now, from, data),
+            wire::TYPE_ACCEPT => {
+                let Ok(accept) = Accept::parse(data) else {
+                    self.drops.malformed += 1;
+                    return;
+                };
+                if let Some(c) = self.connections.get_mut(&conn_id) {
+                    c.handle_accept(now, &accept);
+                }
+            }
+            wire::TYPE_RESET => {
+                let Ok(reset) = Reset::parse(data) else {
+                    self.drops.malformed += 1;
+                    return;
+                };
+                if self.config.psk.verify_reset(&reset).is_ok() {
+                    if let Some(c) = self.connections.get_mut(&conn_id) {
+                        c.handle_reset();
+                    }
+                }
+            }
+            _ => self.drops.malformed += 1,
+        }
+    }
+
+    fn maybe_reset(&mut self, to: SocketAddr, conn_id: u64, incoming_len: usize) {
+        // Never amplify, and never answer a reset-sized packet (no reset loops).
+        if incoming_len <= wire::RESET_LEN + 8 || self.reset_tokens < 1.0 {
+            return;
+        }
+        self.reset_tokens -= 1.0;
+        let reset = Reset {
+            conn_id,
+            token: self.config.psk.reset_token(conn_id),
+        };
+        let mut out = Vec::with_capacity(wire::RESET_LEN);
+        reset.emit(&mut out);
+        self.outbox.push_back((to, out));
+        self.drops.resets_sent += 1;
+    }
+
+    fn handle_initiate(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+        if !self.config.accept_sessions {
+            self.drops.malformed += 1;
+            return;
+        }
+        let Ok(init) = Initiate::parse(data) else {
+            self.drops.malformed += 1;
+            return;
+        };
+        if self.config.psk.verify_initiate(&init).is_err() {
+            self.drops.bad_handshake += 1;
+            tracing::debug!(%from, "handshake with a bad MAC (wrong PSK?)");
+            return;
+        }
+        if let Some(existing) = self.connections.get_mut(&init.conn_id) {
+            // A retransmitted INITIATE: answer again with the same ACCEPT.
+            if let Some(accept) = self.accepted.get(&init.conn_id) {
+                if accept.0 == init.client_random {
+                    existing.resend_accept(accept.1.clone());
+                }
+            }
+            return;
+        }
+        if let Some(ours) = self.unix_ms(now) {
+            if ours.abs_diff(init.timestamp_ms) > self.config.max_clock_skew.as_millis() as u64 {
+                self.drops.bad_handshake += 1;
+                tracing::debug!(%from, "handshake timestamp outside the allowed clock skew");
+                return;
+            }
+        }
+        self.seen_randoms.retain(|_, exp| *exp > now);
+        if self.seen_randoms.contains_key(&init.client_random) {
+            self.drops.bad_handshake += 1;
+            tracing::debug!(%from, "replayed handshake dropped");
+            return;
+        }
+        if self.handshake_tokens < 1.0 || self.connections.len() >= self.config.max_sessions {
+            self.drops.refused += 1;
+            tracing::info!(%from, sessions = self.connections.len(), "handshake refused: session or rate limit reached");
+            return;
+        }
+        self.handshake_tokens -= 1.0;
+        self.seen_randoms
+            .insert(init.client_random, now + 2 * self.config.max_clock_skew);
+        let mut server_random = [0u8; RANDOM_LEN];
+        self.rng.fill_bytes(&mut server_random);
+        let mut accept = Accept {
+            conn_id: init.conn_id,
+            server_random,
+            mac: [0; wire::MAC_LEN],
+        };
+        self.config
+            .psk
+            .sign_accept(&mut accept, &init.client_random);
+        let mut accept_bytes = Vec::with_capacity(wire::ACCEPT_LEN);
+        accept.emit(&mut accept_bytes);
+        let (c2s, s2c) = self
+            .config
+            .psk
+            .session_keys(&init.client_random, &server_random);
+        let mut conn = Connection::new(
+            Side::Server,
+            init.conn_id,
+            from,
+            now,
+            self.config.transport.clone(),
+            self.config.psk.clone(),
+            Some((s2c, c2s)),
+            None,
+            init.client_random,
+        );
+        conn.resend_accept(accept_bytes.clone());
+        self.accepted
+            .insert(init.conn_id, (init.client_random, accept_bytes));
+        tracing::debug!(%from, conn = init.conn_id, "session accepted");
+        self.insert(init.conn_id, conn);
+    }
+
+    /// The next datagram to send, round-robin across sessions.
+    #[must_use]
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if let Some((to, bytes)) = self.outbox.pop_front() {
+            buf.clear();
+            buf.extend_from_slice(&bytes);
+            return Some(Transmit {
+                destination: to,
+                size: bytes.len(),
+            });
+        }
+        let n = self.order.len();
+        for i in 0..n {
+            let idx = (self.cursor + i) % n;
+            let id = self.order[idx];
+            if let Some(c) = self.connections.get_mut(&id) {
+                if let Some(t) = c.poll_transmit(now, buf) {
+                    self.cursor = (idx + 1) % n;
+                    return Some(t);
+                }
+            }
+        }
+        None
+    }
+
+    /// Earliest time [`Endpoint::handle_timeout`] must run.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.connections
+            .values()
+            .filter_map(|c| c.poll_timeout())
+            .min()
+    }
+
+    /// Runs due timers of every session.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for c in self.connections.values_mut() {
+            if c.poll_timeout().is_some_and(|t| t <= now) {
+                c.handle_timeout(now);
+            }
+        }
+    }
+
+    /// The next event of any session. Drained sessions are dropped once their events are out.
+    pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
+        for &id in &self.order {
+            if let Some(c) = self.connections.get_mut(&id) {
+                if let Some(e) = c.poll_event() {
+                    return Some((ConnectionHandle(id), e));
+                }
+            }
+        }
+        let drained: Vec<u64> = self
+            .order
+            .iter()
+            .copied()
+            .filter(|id| self.connections.get(id).is_none_or(|c| c.is_drained()))
+            .collect();
+        for id in drained {
+            self.connections.remove(&id);
+            self.accepted.remove(&id);
+            self.order.retain(|&x| x != id);
+        }
+        if self.cursor >= self.order.len() {
+            self.cursor = 0;
+        }
+        None
+    }
+}

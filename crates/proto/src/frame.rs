@@ -1,0 +1,368 @@
+//! Frames: the reliable content of source symbols.
+//!
+//! A source symbol's payload is a sequence of frames. Symbols may be decoded out of order,
+//! so every frame is self-contained: stream data carries its offset and is placed by it,
+//! credit frames carry absolute limits (the larger one wins).
+
+use crate::wire::{put_varint, varint_len, Reader, WireError};
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// Identifies a stream within a session. The low bit says who opened it: 0 the client,
+/// 1 the server.
+pub type StreamId = u64;
+
+/// Where the reverse proxy should connect: the SOCKS target.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// A literal address.
+    Ip(SocketAddr),
+    /// A host name the reverse side resolves, and a port.
+    Domain(String, u16),
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Ip(a) => write!(f, "{a}"),
+            Target::Domain(h, p) => write!(f, "{h}:{p}"),
+        }
+    }
+}
+
+impl Target {
+    /// Appends the target in SOCKS5 ATYP form (0x01 IPv4, 0x03 domain, 0x04 IPv6, then port).
+    pub fn emit(&self, out: &mut Vec<u8>) {
+        match self {
+            Target::Ip(SocketAddr::V4(a)) => {
+                out.push(0x01);
+                out.extend_from_slice(&a.ip().octets());
+                out.extend_from_slice(&a.port().to_be_bytes());
+            }
+            Target::Ip(SocketAddr::V6(a)) => {
+                out.push(0x04);
+                out.extend_from_slice(&a.ip().octets());
+                out.extend_from_slice(&a.port().to_be_bytes());
+            }
+            Target::Domain(h, p) => {
+                let h = &h.as_bytes()[..h.len().min(255)];
+                out.push(0x03);
+                out.push(h.len() as u8);
+                out.extend_from_slice(h);
+                out.extend_from_slice(&p.to_be_bytes());
+            }
+        }
+    }
+
+    fn parse(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        Ok(match r.u8("address type")? {
+            0x01 => {
+                let ip: [u8; 4] = r.array("ipv4")?;
+                Target::Ip(SocketAddr::new(
+                    IpAddr::V4(Ipv4Addr::from(ip)),
+                    r.u16_be("port")?,
+                ))
+            }
+            0x04 => {
+                let ip: [u8; 16] = r.array("ipv6")?;
+                Target::Ip(SocketAddr::new(
+                    IpAddr::V6(Ipv6Addr::from(ip)),
+                    r.u16_be("port")?,
+                ))
+            }
+            0x03 => {
+                let len = r.u8("domain length")? as usize;
+                if len == 0 {
+                    return Err(WireError::Invalid("empty domain"));
+                }
+                let name = std::str::from_utf8(r.bytes(len, "domain")?)
+                    .map_err(|_| WireError::Invalid("domain encoding"))?
+                    .to_owned();
+                Target::Domain(name, r.u16_be("port")?)
+            }
+            _ => return Err(WireError::Invalid("address type")),
+        })
+    }
+
+    fn encoded_len(&self) -> usize {
+        match self {
+            Target::Ip(SocketAddr::V4(_)) => 1 + 4 + 2,
+            Target::Ip(SocketAddr::V6(_)) => 1 + 16 + 2,
+            Target::Domain(h, _) => 1 + 1 + h.len().min(255) + 2,
+        }
+    }
+}
+
+impl Reader<'_> {
+    /// Reads a big-endian u16 (network order, as in SOCKS addresses).
+    pub fn u16_be(&mut self, what: &'static str) -> Result<u16, WireError> {
+        Ok(u16::from_be_bytes(self.array(what)?))
+    }
+}
+
+/// A frame inside a source symbol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// Opens a stream towards `target`.
+    Open {
+        /// The new stream.
+        id: StreamId,
+        /// Where the reverse side should connect.
+        target: Target,
+    },
+    /// The connect result for a stream (0 = connected; otherwise a failure code).
+    OpenResult {
+        /// The stream.
+        id: StreamId,
+        /// Result code; see `ctcp-runtime` for the mapping to SOCKS replies.
+        code: u8,
+    },
+    /// Stream bytes at an offset.
+    Stream {
+        /// The stream.
+        id: StreamId,
+        /// Offset of `data` within the stream.
+        offset: u64,
+        /// Whether the stream ends after `data`.
+        fin: bool,
+        /// The bytes.
+        data: &'a [u8],
+    },
+    /// Abrupt stream termination.
+    Reset {
+        /// The stream.
+        id: StreamId,
+        /// Why.
+        code: u8,
+    },
+    /// Stream flow-control credit: the sender may send up to `max` bytes on `id`.
+    MaxStreamData {
+        /// The stream.
+        id: StreamId,
+        /// Absolute byte limit.
+        max: u64,
+    },
+    /// Session flow-control credit: total stream bytes the sender may send.
+    MaxData {
+        /// Absolute byte limit.
+        max: u64,
+    },
+}
+
+const F_OPEN: u8 = 0x10;
+const F_STREAM: u8 = 0x11;
+const F_STREAM_FIN: u8 = 0x12;
+const F_RESET: u8 = 0x13;
+const F_MAX_STREAM_DATA: u8 = 0x14;
+const F_MAX_DATA: u8 = 0x15;
+const F_OPEN_RESULT: u8 = 0x16;
+/// Zero padding: the rest of the payload is ignored.
+const F_PADDING: u8 = 0x00;
+
+/// Bytes a STREAM frame header can take at most (type, id, offset, length).
+pub const STREAM_HEADER_MAX: usize = 1 + 8 + 8 + 2;
+
+impl Frame<'_> {
+    /// Appends the frame.
+    pub fn emit(&self, out: &mut Vec<u8>) {
+        match self {
+            Frame::Open { id, target } => {
+                out.push(F_OPEN);
+                put_varint(out, *id);
+                target.emit(out);
+            }
+            Frame::OpenResult { id, code } => {
+                out.push(F_OPEN_RESULT);
+                put_varint(out, *id);
+                out.push(*code);
+            }
+            Frame::Stream {
+                id,
+                offset,
+                fin,
+                data,
+            } => {
+                out.push(if *fin { F_STREAM_FIN } else { F_STREAM });
+                put_varint(out, *id);
+                put_varint(out, *offset);
+                out.extend_from_slice(&(data.len() as u16).to_le_bytes());
+                out.extend_from_slice(data);
+            }
+            Frame::Reset { id, code } => {
+                out.push(F_RESET);
+                put_varint(out, *id);
+                out.push(*code);
+            }
+            Frame::MaxStreamData { id, max } => {
+                out.push(F_MAX_STREAM_DATA);
+                put_varint(out, *id);
+                put_varint(out, *max);
+            }
+            Frame::MaxData { max } => {
+                out.push(F_MAX_DATA);
+                put_varint(out, *max);
+            }
+        }
+    }
+
+    /// Encoded size of the frame.
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            Frame::Open { id, target } => 1 + varint_len(*id) + target.encoded_len(),
+            Frame::OpenResult { id, .. } | Frame::Reset { id, .. } => 1 + varint_len(*id) + 1,
+            Frame::Stream {
+                id, offset, data, ..
+            } => 1 + varint_len(*id) + varint_len(*offset) + 2 + data.len(),
+            Frame::MaxStreamData { id, max } => 1 + varint_len(*id) + varint_len(*max),
+            Frame::MaxData { max } => 1 + varint_len(*max),
+        }
+    }
+}
+
+/// Iterates the frames of a source symbol payload.
+#[derive(Debug)]
+pub struct Frames<'a> {
+    r: Reader<'a>,
+}
+
+impl<'a> Frames<'a> {
+    /// Starts iterating `payload`.
+    pub fn new(payload: &'a [u8]) -> Self {
+        Frames {
+            r: Reader::new(payload),
+        }
+    }
+
+    fn parse_one(&mut self, ty: u8) -> Result<Frame<'a>, WireError> {
+        let r = &mut self.r;
+        Ok(match ty {
+            F_OPEN => Frame::Open {
+                id: r.varint("stream id")?,
+                target: Target::parse(r)?,
+            },
+            F_OPEN_RESULT => Frame::OpenResult {
+                id: r.varint("stream id")?,
+                code: r.u8("code")?,
+            },
+            F_STREAM | F_STREAM_FIN => {
+                let id = r.varint("stream id")?;
+                let offset = r.varint("offset")?;
+                let len = r.u16("length")? as usize;
+                let data = r.bytes(len, "stream data")?;
+                if offset.checked_add(len as u64).is_none() {
+                    return Err(WireError::Invalid("stream offset"));
+                }
+                Frame::Stream {
+                    id,
+                    offset,
+                    fin: ty == F_STREAM_FIN,
+                    data,
+                }
+            }
+            F_RESET => Frame::Reset {
+                id: r.varint("stream id")?,
+                code: r.u8("code")?,
+            },
+            F_MAX_STREAM_DATA => Frame::MaxStreamData {
+                id: r.varint("stream id")?,
+                max: r.varint("max")?,
+            },
+            F_MAX_DATA => Frame::MaxData {
+                max: r.varint("max")?,
+            },
+            value => {
+                return Err(WireError::UnknownType {
+                    what: "frame",
+                    value,
+                })
+            }
+        })
+    }
+}
+
+impl<'a> Iterator for Frames<'a> {
+    type Item = Result<Frame<'a>, WireError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.r.is_empty() {
+            return None;
+        }
+        let ty = match self.r.u8("frame type") {
+            Ok(t) => t,
+            Err(e) => return Some(Err(e)),
+        };
+        if ty == F_PADDING {
+            self.r.rest();
+            return None;
+        }
+        let res = self.parse_one(ty);
+        if res.is_err() {
+            self.r.rest();
+        }
+        Some(res)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_with_exact_lengths() {
+        let frames = vec![
+            Frame::Open {
+                id: 4,
+                target: Target::Domain("example.com".into(), 443),
+            },
+            Frame::Open {
+                id: 8,
+                target: Target::Ip("[::1]:22".parse().unwrap()),
+            },
+            Frame::Open {
+                id: 12,
+                target: Target::Ip("10.0.0.1:80".parse().unwrap()),
+            },
+            Frame::OpenResult { id: 4, code: 5 },
+            Frame::Stream {
+                id: 4,
+                offset: 1 << 40,
+                fin: true,
+                data: b"abc",
+            },
+            Frame::Stream {
+                id: 400,
+                offset: 0,
+                fin: false,
+                data: b"",
+            },
+            Frame::Reset { id: 4, code: 1 },
+            Frame::MaxStreamData {
+                id: 4,
+                max: 1 << 20,
+            },
+            Frame::MaxData { max: 77 },
+        ];
+        let mut out = Vec::new();
+        for f in &frames {
+            let before = out.len();
+            f.emit(&mut out);
+            assert_eq!(out.len() - before, f.encoded_len(), "{f:?}");
+        }
+        out.extend_from_slice(&[0, 0, 0]);
+        let parsed: Vec<_> = Frames::new(&out).collect::<Result<_, _>>().unwrap();
+        assert_eq!(parsed, frames);
+    }
+
+    #[test]
+    fn malformed_frames_are_errors() {
+        assert!(Frames::new(&[F_OPEN, 4, 0x03, 0, 0, 80])
+            .next()
+            .unwrap()
+            .is_err());
+        assert!(Frames::new(&[F_STREAM, 4, 0, 10, 0, 1])
+            .next()
+            .unwrap()
+            .is_err());
+        assert!(Frames::new(&[0x7f]).next().unwrap().is_err());
+    }
+}

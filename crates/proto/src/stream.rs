@@ -1,0 +1,339 @@
+//! Per-stream send and receive buffers with flow control.
+//!
+//! The coded layer makes every source symbol reliable, so a byte handed to a symbol is never
+//! sent again: the send side only keeps bytes not yet framed. The receive side places data
+//! by offset (symbols decode in any order, and one stream's hole never blocks another) and
+//! returns credit as the application reads, so a slow reader back-pressures only its stream.
+
+use std::collections::{BTreeMap, VecDeque};
+use thiserror::Error;
+
+/// A stream-level protocol violation by the peer.
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+pub enum StreamError {
+    /// Data beyond the credit we granted.
+    #[error("peer exceeded stream flow-control credit")]
+    FlowControl,
+    /// Data beyond the announced final size, or a changed final size.
+    #[error("peer changed the final size of a stream")]
+    FinalSize,
+}
+
+/// Sending half of a stream.
+#[derive(Debug)]
+pub(crate) struct SendHalf {
+    /// Bytes written by the application and not yet framed.
+    pending: VecDeque<u8>,
+    /// Stream offset of the first pending byte (= bytes framed so far).
+    pub(crate) offset: u64,
+    /// Peer's credit: absolute byte limit.
+    pub(crate) max_data: u64,
+    /// Upper bound on pending bytes, so the application cannot queue without limit.
+    buffer_limit: usize,
+    /// The application finished writing.
+    pub(crate) fin_requested: bool,
+    /// The FIN went out in a frame.
+    pub(crate) fin_sent: bool,
+    /// The stream was reset (locally or by the peer); nothing more goes out.
+    pub(crate) reset: bool,
+}
+
+impl SendHalf {
+    pub(crate) fn new(max_data: u64, buffer_limit: usize) -> Self {
+        SendHalf {
+            pending: VecDeque::new(),
+            offset: 0,
+            max_data,
+            buffer_limit,
+            fin_requested: false,
+            fin_sent: false,
+            reset: false,
+        }
+    }
+
+    /// Queues as much of `data` as the buffer allows; returns how much.
+    pub(crate) fn write(&mut self, data: &[u8]) -> usize {
+        if self.fin_requested || self.reset {
+            return 0;
+        }
+        let room = self.buffer_limit.saturating_sub(self.pending.len());
+        let n = room.min(data.len());
+        self.pending.extend(&data[..n]);
+        n
+    }
+
+    /// Bytes that could be framed now, given the stream credit.
+    pub(crate) fn sendable(&self) -> usize {
+        if self.reset {
+            return 0;
+        }
+        let credit = self.max_data.saturating_sub(self.offset);
+        (self.pending.len() as u64).min(credit) as usize
+    }
+
+    /// Whether a frame is due (data within credit, or a FIN not yet sent).
+    pub(crate) fn has_frame(&self) -> bool {
+        !self.reset
+            && (self.sendable() > 0
+                || (self.fin_requested && !self.fin_sent && self.pending.is_empty()))
+    }
+
+    /// Takes up to `max` bytes for a frame: `(offset, bytes, fin)`.
+    pub(crate) fn take(&mut self, max: usize, out: &mut Vec<u8>) -> (u64, bool) {
+        let n = self.sendable().min(max);
+        let offset = self.offset;
+        out.clear();
+        out.extend(self.pending.drain(..n));
+        self.offset += n as u64;
+        let fin = self.fin_requested && self.pending.is_empty();
+        if fin {
+            self.fin_sent = true;
+        }
+        (offset, fin)
+    }
+
+    /// Whether the application may write more now.
+    pub(crate) fn is_writable(&self) -> bool {
+        !self.fin_requested && !self.reset && self.pending.len() < self.buffer_limit
+    }
+
+    /// Bytes buffered and not yet framed.
+    pub(crate) fn buffered(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+/// Receiving half of a stream.
+#[derive(Debug)]
+pub(crate) struct RecvHalf {
+    /// Contiguous bytes ready for the application.
+    ready: VecDeque<u8>,
+    /// Out-of-order segments by offset.
+    segments: BTreeMap<u64, Vec<u8>>,
+    /// Offset one past the contiguous data received.
+    contiguous_end: u64,
+    /// Bytes the application has read.
+    read_offset: u64,
+    /// The final size, once a FIN arrived.
+    final_size: Option<u64>,
+    /// Credit granted to the peer (absolute).
+    pub(crate) max_data: u64,
+    /// Credit window size.
+    window: u64,
+    /// Peer reset the stream with this code.
+    pub(crate) reset: Option<u8>,
+    /// Bytes buffered (ready + segments), for the session memory budget.
+    buffered: usize,
+}
+
+/// Outcome of a read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadOutcome {
+    /// This many bytes were copied.
+    Data(usize),
+    /// Nothing available yet.
+    Blocked,
+    /// The stream ended cleanly; nothing more will arrive.
+    Finished,
+    /// The peer reset the stream.
+    Reset(u8),
+}
+
+impl RecvHalf {
+    pub(crate) fn new(window: u64) -> Self {
+        RecvHalf {
+            ready: VecDeque::new(),
+            segments: BTreeMap::new(),
+            contiguous_end: 0,
+            read_offset: 0,
+            final_size: None,
+            max_data: window,
+            window,
+            reset: None,
+            buffered: 0,
+        }
+    }
+
+    /// Places stream data at `offset`. Returns the number of new bytes accepted.
+    pub(crate) fn insert(
+        &mut self,
+        offset: u64,
+        data: &[u8],
+        fin: bool,
+    ) -> Result<usize, StreamError> {
+        let end = offset + data.len() as u64;
+        if end > self.max_data {
+            return Err(StreamError::FlowControl);
+        }
+        if let Some(fs) = self.final_size {
+            if end > fs || (fin && end != fs) {
+                return Err(StreamError::FinalSize);
+            }
+        }
+        if fin {
+            if end
+                < self.contiguous_end.max(
+                    self.segments
+                        .last_key_value()
+                        .map_or(0, |(o, d)| o + d.len() as u64),
+                )
+            {
+                return Err(StreamError::FinalSize);
+            }
+            self.final_size = Some(end);
+        }
+        if self.reset.is_some() || end <= self.contiguous_end {
+            return Ok(0);
+        }
+        // Trim what we already have in order.
+        let skip = self.contiguous_end.saturating_sub(offset) as usize;
+        let (offset, data) = (offset + skip as u64, &data[skip..]);
+        let before = self.buffered;
+        if offset == self.contiguous_end {
+            self.ready.extend(data);
+            self.buffered += data.len();
+            self.contiguous_end += data.len() as u64;
+            // Pull in segments that are now contiguous.
+            while let Some(entry) = self.segments.first_entry() {
+                let seg_off = *entry.key();
+                if seg_off > self.contiguous_end {
+                    break;
+                }
+                let seg = entry.remove();
+                self.buffered -= seg.len();
+                let seg_end = seg_off + seg.len() as u64;
+                if seg_end > self.contiguous_end {
+                    let from = (self.contiguous_end - seg_off) as usize;
+                    self.ready.extend(&seg[from..]);
+                    self.buffered += seg.len() - from;
+                    self.contiguous_end = seg_end;
+                }
+            }
+        } else if !data.is_empty() {
+            match self.segments.get(&offset) {
+                Some(existing) if existing.len() >= data.len() => {}
+                _ => {
+                    if let Some(old) = self.segments.insert(offset, data.to_vec()) {
+                        self.buffered -= old.len();
+                    }
+                    self.buffered += data.len();
+                }
+            }
+        }
+        Ok(self.buffered.saturating_sub(before))
+    }
+
+    /// Copies readable bytes into `buf`.
+    pub(crate) fn read(&mut self, buf: &mut [u8]) -> ReadOutcome {
+        if let Some(code) = self.reset {
+            return ReadOutcome::Reset(code);
+        }
+        if self.ready.is_empty() {
+            return if self.final_size == Some(self.read_offset) {
+                ReadOutcome::Finished
+            } else {
+                ReadOutcome::Blocked
+            };
+        }
+        let n = buf.len().min(self.ready.len());
+        let (a, b) = self.ready.as_slices();
+        if n <= a.len() {
+            buf[..n].copy_from_slice(&a[..n]);
+        } else {
+            buf[..a.len()].copy_from_slice(a);
+            buf[a.len()..n].copy_from_slice(&b[..n - a.len()]);
+        }
+        self.ready.drain(..n);
+        self.buffered -= n;
+        self.read_offset += n as u64;
+        ReadOutcome::Data(n)
+    }
+
+    /// A new credit limit to announce, once the reader consumed half the window.
+    pub(crate) fn credit_update(&mut self) -> Option<u64> {
+        if self.final_size.is_some() || self.reset.is_some() {
+            return None;
+        }
+        let target = self.read_offset + self.window;
+        if target - self.max_data >= self.window / 2 {
+            self.max_data = target;
+            Some(target)
+        } else {
+            None
+        }
+    }
+
+    /// Whether a read would return something other than `Blocked`.
+    pub(crate) fn is_readable(&self) -> bool {
+        self.reset.is_some() || !self.ready.is_empty() || self.final_size == Some(self.read_offset)
+    }
+
+    /// Whether the application has seen the end (FIN read or reset).
+    pub(crate) fn is_done(&self) -> bool {
+        self.reset.is_some() || (self.final_size == Some(self.read_offset) && self.ready.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_order_reassembly() {
+        let mut r = RecvHalf::new(1000);
+        assert_eq!(r.insert(5, b"fghij", false), Ok(5));
+        assert_eq!(r.read(&mut [0; 10]), ReadOutcome::Blocked);
+        assert_eq!(r.insert(10, b"k", true), Ok(1));
+        assert_eq!(r.insert(0, b"abcde", false), Ok(5));
+        let mut buf = [0u8; 20];
+        assert_eq!(r.read(&mut buf), ReadOutcome::Data(11));
+        assert_eq!(&buf[..11], b"abcdefghijk");
+        assert_eq!(r.read(&mut buf), ReadOutcome::Finished);
+        assert!(r.is_done());
+    }
+
+    #[test]
+    fn duplicates_and_overlaps_are_trimmed() {
+        let mut r = RecvHalf::new(1000);
+        r.insert(0, b"abc", false).unwrap();
+        assert_eq!(r.insert(0, b"abc", false), Ok(0));
+        r.insert(2, b"cde", false).unwrap();
+        let mut buf = [0u8; 10];
+        assert_eq!(r.read(&mut buf), ReadOutcome::Data(5));
+        assert_eq!(&buf[..5], b"abcde");
+    }
+
+    #[test]
+    fn flow_control_and_final_size_violations() {
+        let mut r = RecvHalf::new(10);
+        assert_eq!(r.insert(5, b"123456", false), Err(StreamError::FlowControl));
+        r.insert(0, b"12", true).unwrap();
+        assert_eq!(r.insert(2, b"3", false), Err(StreamError::FinalSize));
+    }
+
+    #[test]
+    fn credit_returns_as_reader_consumes() {
+        let mut r = RecvHalf::new(100);
+        r.insert(0, &[1; 60], false).unwrap();
+        assert_eq!(r.credit_update(), None);
+        r.read(&mut [0; 60]);
+        assert_eq!(r.credit_update(), Some(160));
+        assert_eq!(r.credit_update(), None);
+    }
+
+    #[test]
+    fn send_respects_credit_and_buffer() {
+        let mut s = SendHalf::new(5, 8);
+        assert_eq!(s.write(b"0123456789"), 8);
+        assert_eq!(s.sendable(), 5);
+        let mut out = Vec::new();
+        assert_eq!(s.take(100, &mut out), (0, false));
+        assert_eq!(out, b"01234");
+        assert_eq!(s.sendable(), 0);
+        s.max_data = 100;
+        s.fin_requested = true;
+        assert_eq!(s.take(2, &mut out), (5, false));
+        assert_eq!(s.take(2, &mut out), (7, true));
+        assert!(s.fin_sent);
+    }
+}

@@ -1,0 +1,708 @@
+//! Wire format: typed views over datagram bytes with explicit `parse`/`emit`.
+//!
+//! Every datagram starts with a one-byte packet type. Handshake packets travel in the clear
+//! but carry a MAC keyed by the pre-shared key; data packets carry an AEAD-sealed payload
+//! made of chunks (ACK, SOURCE, REPAIR, PING, CLOSE, PADDING). The full layout, with
+//! diagrams, is in `docs/PROTOCOL.md`.
+
+use ctcp_rlnc::{Coefficients, RepairHeader, SymbolId};
+use thiserror::Error;
+
+/// Protocol version carried in the handshake.
+pub const VERSION: u8 = 1;
+
+/// Packet type: client → server handshake request.
+pub const TYPE_INITIATE: u8 = 0x01;
+/// Packet type: server → client handshake response.
+pub const TYPE_ACCEPT: u8 = 0x02;
+/// Packet type: AEAD-protected data packet.
+pub const TYPE_DATA: u8 = 0x03;
+/// Packet type: stateless reset, sent for data packets of an unknown connection.
+pub const TYPE_RESET: u8 = 0x04;
+
+/// Length of a connection id on the wire.
+pub const CONN_ID_LEN: usize = 8;
+/// Length of the handshake randoms.
+pub const RANDOM_LEN: usize = 32;
+/// Length of a handshake MAC and of a stateless-reset token.
+pub const MAC_LEN: usize = 16;
+/// Length of the AEAD tag appended to every data packet.
+pub const TAG_LEN: usize = 16;
+/// Length of a data packet header: type, connection id, packet number.
+pub const DATA_HEADER_LEN: usize = 1 + CONN_ID_LEN + 8;
+/// Length of an INITIATE packet.
+pub const INITIATE_LEN: usize = 1 + 1 + CONN_ID_LEN + RANDOM_LEN + 8 + MAC_LEN;
+/// Length of an ACCEPT packet; never larger than [`INITIATE_LEN`] (no amplification).
+pub const ACCEPT_LEN: usize = 1 + 1 + CONN_ID_LEN + RANDOM_LEN + MAC_LEN;
+/// Length of a stateless RESET packet; smaller than any data packet that can trigger it.
+pub const RESET_LEN: usize = 1 + CONN_ID_LEN + MAC_LEN;
+
+const _: () = assert!(ACCEPT_LEN <= INITIATE_LEN);
+const _: () = assert!(RESET_LEN < DATA_HEADER_LEN + TAG_LEN);
+
+/// A malformed datagram or chunk. Callers drop the datagram; nothing here allocates state.
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+pub enum WireError {
+    /// The buffer ended before the structure did.
+    #[error("truncated {0}")]
+    Truncated(&'static str),
+    /// An unknown packet or chunk type.
+    #[error("unknown {what} type {value:#04x}")]
+    UnknownType {
+        /// Which kind of type byte.
+        what: &'static str,
+        /// Its value.
+        value: u8,
+    },
+    /// The handshake names a protocol version we do not speak.
+    #[error("unsupported protocol version {0}")]
+    Version(u8),
+    /// A field holds a value the protocol forbids.
+    #[error("invalid {0}")]
+    Invalid(&'static str),
+}
+
+/// Byte reader over a slice; every read is bounds-checked.
+#[derive(Debug)]
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    /// Starts reading `buf` from its first byte.
+    pub fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+    /// Bytes not yet read.
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+    /// Whether everything has been read.
+    pub fn is_empty(&self) -> bool {
+        self.remaining() == 0
+    }
+    /// Reads `n` bytes.
+    pub fn bytes(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], WireError> {
+        if self.remaining() < n {
+            return Err(WireError::Truncated(what));
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+    /// Reads a fixed-size array.
+    pub fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], WireError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.bytes(N, what)?);
+        Ok(a)
+    }
+    /// Reads one byte.
+    pub fn u8(&mut self, what: &'static str) -> Result<u8, WireError> {
+        Ok(self.bytes(1, what)?[0])
+    }
+    /// Reads a little-endian u16.
+    pub fn u16(&mut self, what: &'static str) -> Result<u16, WireError> {
+        Ok(u16::from_le_bytes(self.array(what)?))
+    }
+    /// Reads a little-endian u32.
+    pub fn u32(&mut self, what: &'static str) -> Result<u32, WireError> {
+        Ok(u32::from_le_bytes(self.array(what)?))
+    }
+    /// Reads a little-endian u64.
+    pub fn u64(&mut self, what: &'static str) -> Result<u64, WireError> {
+        Ok(u64::from_le_bytes(self.array(what)?))
+    }
+    /// Reads a QUIC-style variable-length integer (1, 2, 4 or 8 bytes, big-endian).
+    pub fn varint(&mut self, what: &'static str) -> Result<u64, WireError> {
+        let first = self.u8(what)?;
+        let len = 1usize << (first >> 6);
+        let mut v = u64::from(first & 0x3f);
+        for &b in self.bytes(len - 1, what)? {
+            v = (v << 8) | u64::from(b);
+        }
+        Ok(v)
+    }
+    /// The unread rest.
+    pub fn rest(&mut self) -> &'a [u8] {
+        let s = &self.buf[self.pos..];
+        self.pos = self.buf.len();
+        s
+    }
+}
+
+/// Largest value a varint can carry.
+pub const VARINT_MAX: u64 = (1 << 62) - 1;
+
+/// Appends a QUIC-style varint. Values above [`VARINT_MAX`] are clamped to it.
+pub fn put_varint(out: &mut Vec<u8>, v: u64) {
+    let v = v.min(VARINT_MAX);
+    if v < 1 << 6 {
+        out.push(v as u8);
+    } else if v < 1 << 14 {
+        out.extend_from_slice(&((v as u16) | 0x4000).to_be_bytes());
+    } else if v < 1 << 30 {
+        out.extend_from_slice(&((v as u32) | 0x8000_0000).to_be_bytes());
+    } else {
+        out.extend_from_slice(&(v | 0xc000_0000_0000_0000).to_be_bytes());
+    }
+}
+
+/// Encoded size of a varint.
+pub fn varint_len(v: u64) -> usize {
+    match v {
+        0..=0x3f => 1,
+        0x40..=0x3fff => 2,
+        0x4000..=0x3fff_ffff => 4,
+        _ => 8,
+    }
+}
+
+/// Client → server handshake request (sent in the clear, MAC'd with the PSK).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Initiate {
+    /// Connection id chosen by the client; names the session in both directions.
+    pub conn_id: u64,
+    /// Client randomness for the key schedule.
+    pub client_random: [u8; RANDOM_LEN],
+    /// Client wall-clock time in milliseconds since the Unix epoch, for replay rejection.
+    pub timestamp_ms: u64,
+    /// HMAC over the preceding fields.
+    pub mac: [u8; MAC_LEN],
+}
+
+impl Initiate {
+    /// Parses an INITIATE packet (type byte included).
+    pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+        let mut r = Reader::new(buf);
+        if r.u8("type")? != TYPE_INITIATE {
+            return Err(WireError::Invalid("initiate type"));
+        }
+        let version = r.u8("version")?;
+        if version != VERSION {
+            return Err(WireError::Version(version));
+        }
+        let conn_id = r.u64("conn id")?;
+        let client_random = r.array("client random")?;
+        let timestamp_ms = r.u64("timestamp")?;
+        let mac = r.array("mac")?;
+        if !r.is_empty() {
+            return Err(WireError::Invalid("initiate length"));
+        }
+        Ok(Initiate {
+            conn_id,
+            client_random,
+            timestamp_ms,
+            mac,
+        })
+    }
+
+    /// The bytes the MAC covers.
+    pub fn signed_part(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(INITIATE_LEN);
+        v.push(TYPE_INITIATE);
+        v.push(VERSION);
+        v.extend_from_slice(&self.conn_id.to_le_bytes());
+        v.extend_from_slice(&self.client_random);
+        v.extend_from_slice(&self.timestamp_ms.to_le_bytes());
+        v
+    }
+
+    /// Appends the packet to `out`.
+    pub fn emit(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.signed_part());
+        out.extend_from_slice(&self.mac);
+    }
+}
+
+/// Server → client handshake response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accept {
+    /// The connection id from the INITIATE.
+    pub conn_id: u64,
+    /// Server randomness for the key schedule.
+    pub server_random: [u8; RANDOM_LEN],
+    /// HMAC over the preceding fields and the client random, binding it to the request.
+    pub mac: [u8; MAC_LEN],
+}
+
+impl Accept {
+    /// Parses an ACCEPT packet.
+    pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+        let mut r = Reader::new(buf);
+        if r.u8("type")? != TYPE_ACCEPT {
+            return Err(WireError::Invalid("accept type"));
+        }
+        let version = r.u8("version")?;
+        if version != VERSION {
+            return Err(WireError::Version(version));
+        }
+        let conn_id = r.u64("conn id")?;
+        let server_random = r.array("server random")?;
+        let mac = r.array("mac")?;
+        if !r.is_empty() {
+            return Err(WireError::Invalid("accept length"));
+        }
+        Ok(Accept {
+            conn_id,
+            server_random,
+            mac,
+        })
+    }
+
+    /// The bytes the MAC covers (before the client random is appended).
+    pub fn signed_part(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(ACCEPT_LEN);
+        v.push(TYPE_ACCEPT);
+        v.push(VERSION);
+        v.extend_from_slice(&self.conn_id.to_le_bytes());
+        v.extend_from_slice(&self.server_random);
+        v
+    }
+
+    /// Appends the packet to `out`.
+    pub fn emit(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.signed_part());
+        out.extend_from_slice(&self.mac);
+    }
+}
+
+/// Stateless reset: tells a peer that this side has no state for its connection (it restarted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reset {
+    /// The connection the reset is for.
+    pub conn_id: u64,
+    /// `HMAC(psk, "reset" ‖ conn_id)`, which only a PSK holder can compute.
+    pub token: [u8; MAC_LEN],
+}
+
+impl Reset {
+    /// Parses a RESET packet.
+    pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+        let mut r = Reader::new(buf);
+        if r.u8("type")? != TYPE_RESET {
+            return Err(WireError::Invalid("reset type"));
+        }
+        let conn_id = r.u64("conn id")?;
+        let token = r.array("token")?;
+        if !r.is_empty() {
+            return Err(WireError::Invalid("reset length"));
+        }
+        Ok(Reset { conn_id, token })
+    }
+    /// Appends the packet to `out`.
+    pub fn emit(&self, out: &mut Vec<u8>) {
+        out.push(TYPE_RESET);
+        out.extend_from_slice(&self.conn_id.to_le_bytes());
+        out.extend_from_slice(&self.token);
+    }
+}
+
+/// Header of a data packet; also the AEAD associated data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataHeader {
+    /// The session.
+    pub conn_id: u64,
+    /// Transmission number: unique per datagram sent in this direction; the AEAD nonce.
+    pub pn: u64,
+}
+
+impl DataHeader {
+    /// Parses the header at the start of a data packet.
+    pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+        let mut r = Reader::new(buf);
+        if r.u8("type")? != TYPE_DATA {
+            return Err(WireError::Invalid("data type"));
+        }
+        Ok(DataHeader {
+            conn_id: r.u64("conn id")?,
+            pn: r.u64("packet number")?,
+        })
+    }
+    /// Appends the header to `out`.
+    pub fn emit(&self, out: &mut Vec<u8>) {
+        out.push(TYPE_DATA);
+        out.extend_from_slice(&self.conn_id.to_le_bytes());
+        out.extend_from_slice(&self.pn.to_le_bytes());
+    }
+}
+
+/// Reads the connection id of any packet type, for demultiplexing before decryption.
+pub fn peek_conn_id(buf: &[u8]) -> Result<(u8, u64), WireError> {
+    let mut r = Reader::new(buf);
+    let ty = r.u8("type")?;
+    match ty {
+        TYPE_INITIATE | TYPE_ACCEPT => {
+            r.u8("version")?;
+        }
+        TYPE_DATA | TYPE_RESET => {}
+        value => {
+            return Err(WireError::UnknownType {
+                what: "packet",
+                value,
+            })
+        }
+    }
+    Ok((ty, r.u64("conn id")?))
+}
+
+/// Chunk type: acknowledgement.
+pub const CHUNK_ACK: u8 = 0x01;
+/// Chunk type: source symbol.
+pub const CHUNK_SOURCE: u8 = 0x02;
+/// Chunk type: repair symbol.
+pub const CHUNK_REPAIR: u8 = 0x03;
+/// Chunk type: ping (asks for an ACK).
+pub const CHUNK_PING: u8 = 0x04;
+/// Chunk type: connection close.
+pub const CHUNK_CLOSE: u8 = 0x05;
+/// Chunk type: padding to the end of the packet.
+pub const CHUNK_PADDING: u8 = 0x06;
+
+/// An acknowledgement: what the decoder holds and which transmissions arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ack {
+    /// Every symbol id below this is known to the receiver (delivered in order or decoded).
+    pub next_in_order: SymbolId,
+    /// Missing ids not covered by innovative repairs the decoder holds.
+    pub deficit: u32,
+    /// Highest symbol id referenced by anything received, plus one (0 if none).
+    pub highest_seen: SymbolId,
+    /// Highest transmission number received.
+    pub largest_pn: u64,
+    /// Bit i set: transmission `largest_pn - 1 - i` was received.
+    pub pn_bitmap: u64,
+    /// Microseconds the receiver held `largest_pn` before sending this ACK.
+    pub ack_delay_us: u32,
+    /// The receiver's reordering estimate in transmission numbers.
+    pub reorder_pkts: u16,
+}
+
+/// Encoded size of an ACK chunk (type byte included).
+pub const ACK_CHUNK_LEN: usize = 1 + 8 + 4 + 8 + 8 + 8 + 4 + 2;
+
+impl Ack {
+    fn parse(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        Ok(Ack {
+            next_in_order: r.u64("ack next")?,
+            deficit: r.u32("ack deficit")?,
+            highest_seen: r.u64("ack highest")?,
+            largest_pn: r.u64("ack largest")?,
+            pn_bitmap: r.u64("ack bitmap")?,
+            ack_delay_us: r.u32("ack delay")?,
+            reorder_pkts: r.u16("ack reorder")?,
+        })
+    }
+    /// Appends the chunk (type byte included).
+    pub fn emit(&self, out: &mut Vec<u8>) {
+        out.push(CHUNK_ACK);
+        out.extend_from_slice(&self.next_in_order.to_le_bytes());
+        out.extend_from_slice(&self.deficit.to_le_bytes());
+        out.extend_from_slice(&self.highest_seen.to_le_bytes());
+        out.extend_from_slice(&self.largest_pn.to_le_bytes());
+        out.extend_from_slice(&self.pn_bitmap.to_le_bytes());
+        out.extend_from_slice(&self.ack_delay_us.to_le_bytes());
+        out.extend_from_slice(&self.reorder_pkts.to_le_bytes());
+    }
+}
+
+/// Encoded size of a SOURCE chunk header.
+pub const SOURCE_HEADER_LEN: usize = 1 + 8 + 2;
+/// Encoded size of a REPAIR chunk header in key form.
+pub const REPAIR_HEADER_LEN: usize = 1 + 8 + 2 + 1 + 2;
+
+/// Coefficient form byte: 16-bit RFC 8681 key.
+const COEF_KEY: u8 = 0;
+/// Coefficient form byte: explicit vector of `count` bytes (recoded symbols).
+const COEF_EXPLICIT: u8 = 1;
+
+/// One chunk of a decrypted data packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Chunk<'a> {
+    /// Acknowledgement.
+    Ack(Ack),
+    /// A source symbol's payload (frames), sent uncoded.
+    Source {
+        /// Symbol id.
+        id: SymbolId,
+        /// The payload.
+        payload: &'a [u8],
+    },
+    /// A repair symbol: a combination of source symbols.
+    Repair {
+        /// Which symbols and coefficients.
+        header: RepairHeader,
+        /// The coded bytes (one full symbol).
+        data: &'a [u8],
+    },
+    /// Asks the peer to acknowledge.
+    Ping,
+    /// The sender closes the connection.
+    Close {
+        /// Application close code.
+        code: u16,
+        /// Human-readable reason.
+        reason: &'a [u8],
+    },
+}
+
+/// Iterates the chunks of a decrypted payload. `symbol_size` is the session's repair length.
+#[derive(Debug)]
+pub struct Chunks<'a> {
+    r: Reader<'a>,
+    symbol_size: usize,
+}
+
+impl<'a> Chunks<'a> {
+    /// Starts iterating `payload`.
+    pub fn new(payload: &'a [u8], symbol_size: usize) -> Self {
+        Chunks {
+            r: Reader::new(payload),
+            symbol_size,
+        }
+    }
+}
+
+impl<'a> Iterator for Chunks<'a> {
+    type Item = Result<Chunk<'a>, WireError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.r.is_empty() {
+                return None;
+            }
+            let ty = match self.r.u8("chunk type") {
+                Ok(t) => t,
+                Err(e) => return Some(Err(e)),
+            };
+            let res = match ty {
+                CHUNK_PADDING => {
+                    self.r.rest();
+                    continue;
+                }
+                CHUNK_ACK => Ack::parse(&mut self.r).map(Chunk::Ack),
+                CHUNK_SOURCE => (|| {
+                    let id = self.r.u64("source id")?;
+                    let len = self.r.u16("source len")? as usize;
+                    if len + 2 > self.symbol_size {
+                        return Err(WireError::Invalid("source length"));
+                    }
+                    Ok(Chunk::Source {
+                        id,
+                        payload: self.r.bytes(len, "source payload")?,
+                    })
+                })(),
+                CHUNK_REPAIR => (|| {
+                    let first = self.r.u64("repair first")?;
+                    let count = self.r.u16("repair count")?;
+                    if count == 0 {
+                        return Err(WireError::Invalid("repair count"));
+                    }
+                    let coefficients = match self.r.u8("coefficient form")? {
+                        COEF_KEY => Coefficients::Key(self.r.u16("repair key")?),
+                        COEF_EXPLICIT => Coefficients::Explicit(
+                            self.r.bytes(count as usize, "coefficients")?.to_vec(),
+                        ),
+                        _ => return Err(WireError::Invalid("coefficient form")),
+                    };
+                    let data = self.r.bytes(self.symbol_size, "repair data")?;
+                    Ok(Chunk::Repair {
+                        header: RepairHeader {
+                            first,
+                            count,
+                            coefficients,
+                        },
+                        data,
+                    })
+                })(),
+                CHUNK_PING => Ok(Chunk::Ping),
+                CHUNK_CLOSE => (|| {
+                    let code = self.r.u16("close code")?;
+                    let len = self.r.u8("close reason len")? as usize;
+                    Ok(Chunk::Close {
+                        code,
+                        reason: self.r.bytes(len, "close reason")?,
+                    })
+                })(),
+                value => Err(WireError::UnknownType {
+                    what: "chunk",
+                    value,
+                }),
+            };
+            if res.is_err() {
+                // Stop after the first error: the rest cannot be framed reliably.
+                self.r.rest();
+            }
+            return Some(res);
+        }
+    }
+}
+
+/// Appends a SOURCE chunk.
+///
+/// # Panics
+/// Panics if the payload exceeds 65535 bytes (the caller bounds it by the symbol size).
+pub fn emit_source(out: &mut Vec<u8>, id: SymbolId, payload: &[u8]) {
+    let len = u16::try_from(payload.len()).unwrap_or_else(|_| panic!("source payload too long"));
+    out.push(CHUNK_SOURCE);
+    out.extend_from_slice(&id.to_le_bytes());
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(payload);
+}
+
+/// Appends a REPAIR chunk.
+pub fn emit_repair(out: &mut Vec<u8>, header: &RepairHeader, data: &[u8]) {
+    out.push(CHUNK_REPAIR);
+    out.extend_from_slice(&header.first.to_le_bytes());
+    out.extend_from_slice(&header.count.to_le_bytes());
+    match &header.coefficients {
+        Coefficients::Key(k) => {
+            out.push(COEF_KEY);
+            out.extend_from_slice(&k.to_le_bytes());
+        }
+        Coefficients::Explicit(v) => {
+            out.push(COEF_EXPLICIT);
+            out.extend_from_slice(v);
+        }
+    }
+    out.extend_from_slice(data);
+}
+
+/// Appends a PING chunk.
+pub fn emit_ping(out: &mut Vec<u8>) {
+    out.push(CHUNK_PING);
+}
+
+/// Appends a CLOSE chunk; the reason is truncated to 255 bytes.
+pub fn emit_close(out: &mut Vec<u8>, code: u16, reason: &str) {
+    let reason = &reason.as_bytes()[..reason.len().min(255)];
+    out.push(CHUNK_CLOSE);
+    out.extend_from_slice(&code.to_le_bytes());
+    out.push(reason.len() as u8);
+    out.extend_from_slice(reason);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varint_round_trip() {
+        for v in [
+            0u64,
+            1,
+            63,
+            64,
+            16383,
+            16384,
+            (1 << 30) - 1,
+            1 << 30,
+            VARINT_MAX,
+        ] {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            assert_eq!(out.len(), varint_len(v));
+            assert_eq!(Reader::new(&out).varint("v").unwrap(), v);
+        }
+    }
+
+    #[test]
+    fn handshake_round_trip_and_sizes() {
+        let i = Initiate {
+            conn_id: 7,
+            client_random: [3; 32],
+            timestamp_ms: 99,
+            mac: [5; 16],
+        };
+        let mut out = Vec::new();
+        i.emit(&mut out);
+        assert_eq!(out.len(), INITIATE_LEN);
+        assert_eq!(Initiate::parse(&out).unwrap(), i);
+        assert_eq!(peek_conn_id(&out).unwrap(), (TYPE_INITIATE, 7));
+        let a = Accept {
+            conn_id: 7,
+            server_random: [4; 32],
+            mac: [6; 16],
+        };
+        let mut out = Vec::new();
+        a.emit(&mut out);
+        assert_eq!(out.len(), ACCEPT_LEN);
+        assert_eq!(Accept::parse(&out).unwrap(), a);
+        let mut bad = out.clone();
+        bad[1] = 9;
+        assert_eq!(Accept::parse(&bad), Err(WireError::Version(9)));
+        assert!(Accept::parse(&out[..out.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn chunks_round_trip() {
+        let ack = Ack {
+            next_in_order: 5,
+            deficit: 2,
+            highest_seen: 9,
+            largest_pn: 100,
+            pn_bitmap: 0xff,
+            ack_delay_us: 30,
+            reorder_pkts: 3,
+        };
+        let mut out = Vec::new();
+        ack.emit(&mut out);
+        assert_eq!(out.len(), ACK_CHUNK_LEN);
+        emit_source(&mut out, 42, b"hello");
+        let header = RepairHeader {
+            first: 40,
+            count: 3,
+            coefficients: Coefficients::Key(77),
+        };
+        emit_repair(&mut out, &header, &[9u8; 64]);
+        emit_ping(&mut out);
+        emit_close(&mut out, 3, "bye");
+        out.push(CHUNK_PADDING);
+        out.extend_from_slice(&[0; 10]);
+        let chunks: Vec<_> = Chunks::new(&out, 64).collect::<Result<_, _>>().unwrap();
+        assert_eq!(chunks.len(), 5);
+        assert_eq!(chunks[0], Chunk::Ack(ack));
+        assert_eq!(
+            chunks[1],
+            Chunk::Source {
+                id: 42,
+                payload: b"hello"
+            }
+        );
+        assert_eq!(
+            chunks[2],
+            Chunk::Repair {
+                header,
+                data: &[9u8; 64]
+            }
+        );
+        assert_eq!(chunks[3], Chunk::Ping);
+        assert_eq!(
+            chunks[4],
+            Chunk::Close {
+                code: 3,
+                reason: b"bye"
+            }
+        );
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        let mut x = 0x1234_5678u32;
+        for len in 0..300 {
+            let buf: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    x as u8
+                })
+                .collect();
+            let _ = Chunks::new(&buf, 64).count();
+            let _ = peek_conn_id(&buf);
+            let _ = Initiate::parse(&buf);
+            let _ = Accept::parse(&buf);
+            let _ = DataHeader::parse(&buf);
+        }
+    }
+}

@@ -1,0 +1,450 @@
+//! ctcp-proto endpoints inside the simulator, and the bulk-transfer scenario that the
+//! scenario tests and the `sim-sweep` benchmark share.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use ctcp_proto::{
+    ConnectionHandle, Endpoint as ProtoEndpoint, EndpointConfig, Event, Psk, ReadOutcome, Target,
+    TransportConfig,
+};
+
+use crate::link::LinkSpec;
+use crate::seed::Seed;
+use crate::sim::{Endpoint, FlowId, Sim, SimError};
+use crate::tcp::{tcp_pair, TcpConfig, TcpReceiver};
+
+/// The byte at `offset` of the generated test stream: cheap to check without storing it.
+#[must_use]
+pub fn pattern_byte(offset: u64) -> u8 {
+    let x = offset.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (x >> 56) as u8 ^ (offset as u8)
+}
+
+fn fill_pattern(offset: u64, buf: &mut [u8]) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = pattern_byte(offset + i as u64);
+    }
+}
+
+/// What a [`CtcpPeer`] does with its session.
+#[derive(Debug)]
+enum App {
+    /// Opens one stream and writes `total` pattern bytes, then finishes.
+    Sender {
+        total: u64,
+        written: u64,
+        stream: Option<u64>,
+        finished: bool,
+    },
+    /// Reads every stream, checks the pattern, records timings.
+    Receiver,
+}
+
+/// Delivery timings of the receiving side.
+#[derive(Debug, Default, Clone)]
+pub struct Delivery {
+    /// Bytes read that matched the pattern.
+    pub bytes_ok: u64,
+    /// Bytes read that did not.
+    pub bytes_bad: u64,
+    /// Whether the stream ended with a FIN after all bytes.
+    pub finished: bool,
+    /// When the last byte was read.
+    pub finished_at: Option<Instant>,
+    /// (time, cumulative bytes) samples, one per read.
+    pub progress: Vec<(Instant, u64)>,
+}
+
+/// A ctcp-proto endpoint with a bulk-transfer application, as a simulator endpoint.
+#[derive(Debug)]
+pub struct CtcpPeer {
+    endpoint: ProtoEndpoint,
+    peer: SocketAddr,
+    conn: Option<ConnectionHandle>,
+    app: App,
+    buf: Vec<u8>,
+    scratch: Vec<u8>,
+    /// What the receiving application saw.
+    pub delivery: Delivery,
+    /// Send times of the sender's writes: (time, stream offset after the write).
+    pub writes: Vec<(Instant, u64)>,
+}
+
+const CLIENT_ADDR: &str = "10.0.0.1:40000";
+const SERVER_ADDR: &str = "10.0.0.2:7000";
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse()
+        .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 1)))
+}
+
+impl CtcpPeer {
+    /// A sender that connects at `now` and pushes `total` bytes through one stream.
+    #[must_use]
+    pub fn sender(
+        config: TransportConfig,
+        psk: &[u8],
+        seed: u64,
+        now: Instant,
+        total: u64,
+    ) -> Self {
+        let mut endpoint =
+            ProtoEndpoint::new(endpoint_config(config, psk, false), seed_bytes(seed));
+        let conn = endpoint.connect(now, addr(SERVER_ADDR));
+        CtcpPeer {
+            endpoint,
+            peer: addr(SERVER_ADDR),
+            conn: Some(conn),
+            app: App::Sender {
+                total,
+                written: 0,
+                stream: None,
+                finished: false,
+            },
+            buf: Vec::new(),
+            scratch: vec![0; 64 * 1024],
+            delivery: Delivery::default(),
+            writes: Vec::new(),
+        }
+    }
+
+    /// A receiver that accepts the session and reads everything.
+    #[must_use]
+    pub fn receiver(config: TransportConfig, psk: &[u8], seed: u64) -> Self {
+        let endpoint = ProtoEndpoint::new(endpoint_config(config, psk, true), seed_bytes(seed));
+        CtcpPeer {
+            endpoint,
+            peer: addr(CLIENT_ADDR),
+            conn: None,
+            app: App::Receiver,
+            buf: Vec::new(),
+            scratch: vec![0; 64 * 1024],
+            delivery: Delivery::default(),
+            writes: Vec::new(),
+        }
+    }
+
+    /// The proto endpoint, for statistics.
+    #[must_use]
+    pub fn endpoint(&self) -> &ProtoEndpoint {
+        &self.endpoint
+    }
+
+    /// Statistics of the (first) session.
+    #[must_use]
+    pub fn stats(&self) -> Option<ctcp_proto::ConnectionStats> {
+        let h = self
+            .conn
+            .or_else(|| self.endpoint.handles().first().copied())?;
+        self.endpoint.connection(h).map(|c| c.stats())
+    }
+
+    fn pump(&mut self, now: Instant) {
+        while let Some((h, ev)) = self.endpoint.poll_event() {
+            match ev {
+                Event::Connected => self.conn = Some(h),
+                Event::StreamOpened { .. } => self.conn = Some(h),
+                _ => {}
+            }
+        }
+        let Some(h) = self.conn else { return };
+        let Some(c) = self.endpoint.connection_mut(h) else {
+            return;
+        };
+        match &mut self.app {
+            App::Sender {
+                total,
+                written,
+                stream,
+                finished,
+            } => {
+                if !c.is_established() {
+                    return;
+                }
+                let id = match stream {
+                    Some(id) => *id,
+                    None => match c.open_stream(Target::Domain("sink.test".into(), 9)) {
+                        Ok(id) => {
+                            *stream = Some(id);
+                            id
+                        }
+                        Err(_) => return,
+                    },
+                };
+                while *written < *total {
+                    let n = ((*total - *written) as usize).min(self.scratch.len());
+                    fill_pattern(*written, &mut self.scratch[..n]);
+                    match c.write(id, &self.scratch[..n]) {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => {
+                            *written += k as u64;
+                            self.writes.push((now, *written));
+                        }
+                    }
+                }
+                if *written == *total && !*finished {
+                    *finished = c.finish(id).is_ok();
+                }
+            }
+            App::Receiver => {
+                // Read every stream the peer opened (ids 0, 4, ...: client-initiated, even).
+                let mut id = 0u64;
+                let mut misses = 0;
+                while misses < 4 {
+                    match c.read(id, &mut self.scratch) {
+                        Ok(ReadOutcome::Data(n)) => {
+                            let base = self.delivery.bytes_ok + self.delivery.bytes_bad;
+                            let bad = (0..n)
+                                .filter(|&i| self.scratch[i] != pattern_byte(base + i as u64))
+                                .count();
+                            self.delivery.bytes_bad += bad as u64;
+                            self.delivery.bytes_ok += (n - bad) as u64;
+                            self.delivery.progress.push((now, base + n as u64));
+                            continue;
+                        }
+                        Ok(ReadOutcome::Finished) => {
+                            if !self.delivery.finished {
+                                self.delivery.finished = true;
+                                self.delivery.finished_at = Some(now);
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(_) => misses += 1,
+                    }
+                    id += 2;
+                }
+            }
+        }
+    }
+}
+
+fn seed_bytes(seed: u64) -> [u8; 32] {
+    let mut s = [0u8; 32];
+    s[..8].copy_from_slice(&seed.to_le_bytes());
+    s[8] = 0x5a;
+    s
+}
+
+fn endpoint_config(config: TransportConfig, psk: &[u8], server: bool) -> EndpointConfig {
+    // Test keys are at least 16 bytes by construction.
+    #[allow(clippy::expect_used)]
+    let psk = Psk::new(psk).expect("test PSK of at least 16 bytes");
+    EndpointConfig::new(psk, config, server)
+}
+
+impl Endpoint for CtcpPeer {
+    fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
+        self.buf.clear();
+        self.buf.extend_from_slice(datagram);
+        let mut d = std::mem::take(&mut self.buf);
+        self.endpoint.handle_datagram(now, self.peer, &mut d);
+        self.buf = d;
+        self.pump(now);
+    }
+
+    fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+        self.pump(now);
+        let mut out = Vec::with_capacity(1500);
+        self.endpoint.poll_transmit(now, &mut out).map(|t| {
+            out.truncate(t.size);
+            out
+        })
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.endpoint.poll_timeout()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.endpoint.handle_timeout(now);
+        self.pump(now);
+    }
+}
+
+/// A bulk transfer over one simulated link, and what came of it.
+#[derive(Debug, Clone)]
+pub struct TransferReport {
+    /// Bytes to move.
+    pub total: u64,
+    /// Whether every byte arrived intact with the FIN.
+    pub bytes_ok: bool,
+    /// Virtual seconds from start to the last byte read.
+    pub duration: Duration,
+    /// Goodput in bit/s over `duration`.
+    pub goodput_bps: f64,
+    /// Repair bytes sent / source bytes sent (sender side).
+    pub repair_overhead: f64,
+    /// Bytes the sender put on the link per goodput byte.
+    pub wire_per_goodput: f64,
+    /// Seconds from start until the receive rate first reached 90 % of the link rate
+    /// (over a sliding window of one RTT), if it did.
+    pub time_to_90pct: Option<Duration>,
+    /// p99 over bytes of (read time − write time − one-way delay), in ms.
+    pub p99_extra_delay_ms: f64,
+    /// Sender statistics at the end.
+    pub sender_stats: Option<ctcp_proto::ConnectionStats>,
+}
+
+/// Runs `total` bytes from a ctcp sender to a ctcp receiver over `link` (both directions
+/// use the same spec) and reports goodput, overhead and delays.
+///
+/// # Errors
+/// Fails if the simulation hits its step bound or the deadline passes first.
+pub fn run_transfer(
+    link: &LinkSpec,
+    config: TransportConfig,
+    total: u64,
+    seed: Seed,
+    deadline: Duration,
+) -> Result<TransferReport, SimError> {
+    let mut sim = Sim::with_seed(seed);
+    let start = sim.now();
+    let (fwd, ret) = sim.add_link(link);
+    let psk = [7u8; 32];
+    let tx = CtcpPeer::sender(config.clone(), &psk, seed.0, start, total);
+    let rx = CtcpPeer::receiver(config, &psk, seed.0 ^ 0xdead_beef);
+    let flow = sim.add_flow(tx, rx, fwd, ret);
+    sim.set_step_limit(200_000_000);
+    let end = start + deadline;
+    sim.run_while_until(end, |s| {
+        !s.server::<CtcpPeer>(flow)
+            .is_some_and(|r| r.delivery.finished)
+    })?;
+    Ok(report(&sim, flow, link, total, start))
+}
+
+fn report(sim: &Sim, flow: FlowId, link: &LinkSpec, total: u64, start: Instant) -> TransferReport {
+    let rx = sim.server::<CtcpPeer>(flow);
+    let tx = sim.client::<CtcpPeer>(flow);
+    let d = rx.map(|r| r.delivery.clone()).unwrap_or_default();
+    let end = d.finished_at.unwrap_or(sim.now());
+    let duration = end.saturating_duration_since(start);
+    let goodput_bps = d.bytes_ok as f64 * 8.0 / duration.as_secs_f64().max(1e-9);
+    let sender_stats = tx.and_then(|t| t.stats());
+    let (repair_overhead, wire_per_goodput) = sender_stats.map_or((0.0, 0.0), |s| {
+        (
+            s.repair_bytes_sent as f64 / (s.source_bytes_sent as f64).max(1.0),
+            s.bytes_sent as f64 / (d.bytes_ok as f64).max(1.0),
+        )
+    });
+    let rtt = link.one_way_delay * 2;
+    let time_to_90pct = link.rate_bps.and_then(|rate| {
+        let window = rtt.max(Duration::from_millis(100));
+        let target = 0.9 * rate as f64 * window.as_secs_f64() / 8.0 * payload_fraction();
+        let mut j = 0;
+        for i in 0..d.progress.len() {
+            let (t, b) = d.progress[i];
+            while j < i && t.saturating_duration_since(d.progress[j].0) > window {
+                j += 1;
+            }
+            let base = if j == 0 { 0 } else { d.progress[j - 1].1 };
+            if t.saturating_duration_since(start) >= window && (b - base) as f64 >= target {
+                return Some(t.saturating_duration_since(start));
+            }
+        }
+        None
+    });
+    let p99_extra_delay_ms = tx.map_or(0.0, |t| {
+        p99_delay(&t.writes, &d.progress, link.one_way_delay)
+    });
+    TransferReport {
+        total,
+        bytes_ok: d.bytes_ok == total && d.bytes_bad == 0 && d.finished,
+        duration,
+        goodput_bps,
+        repair_overhead,
+        wire_per_goodput,
+        time_to_90pct,
+        p99_extra_delay_ms,
+        sender_stats,
+    }
+}
+
+/// Fraction of link bytes that can be goodput (headers, tags and ACK chunks excluded):
+/// used so "90 % of the link" means 90 % of what a perfect sender could deliver.
+fn payload_fraction() -> f64 {
+    1342.0 / 1434.0
+}
+
+/// p99 of per-byte (read time − write time − one-way delay), sampled at read boundaries.
+fn p99_delay(writes: &[(Instant, u64)], reads: &[(Instant, u64)], owd: Duration) -> f64 {
+    let mut delays = Vec::with_capacity(reads.len());
+    let mut w = 0;
+    let mut prev = 0u64;
+    for &(t, b) in reads {
+        // The last byte of this read was written by the first write that reached offset b.
+        while w < writes.len() && writes[w].1 < b {
+            w += 1;
+        }
+        let Some(&(wt, _)) = writes.get(w) else { break };
+        let extra = t
+            .saturating_duration_since(wt)
+            .saturating_sub(owd)
+            .as_secs_f64()
+            * 1000.0;
+        delays.push((extra, b - prev));
+        prev = b;
+    }
+    if delays.is_empty() {
+        return 0.0;
+    }
+    delays.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: u64 = delays.iter().map(|d| d.1).sum();
+    let mut acc = 0u64;
+    for (d, n) in &delays {
+        acc += n;
+        if acc as f64 >= 0.99 * total as f64 {
+            return *d;
+        }
+    }
+    delays.last().map_or(0.0, |d| d.0)
+}
+
+/// One ctcp flow and one TCP-model Cubic flow sharing a bottleneck; returns their goodputs
+/// (bit/s) over the last `measure` of the run.
+///
+/// # Errors
+/// Fails if the simulation hits its step bound.
+pub fn run_fairness(
+    rate_bps: u64,
+    rtt: Duration,
+    config: TransportConfig,
+    seed: Seed,
+    warmup: Duration,
+    measure: Duration,
+) -> Result<(f64, f64), SimError> {
+    let mut sim = Sim::with_seed(seed);
+    let start = sim.now();
+    let spec = LinkSpec::new(rate_bps, rtt);
+    // One shared bottleneck: both flows' forward paths use the same nodes.
+    let fwd_nodes = spec.build_nodes(&mut sim);
+    let fwd_a = sim.add_path(fwd_nodes.iter().copied());
+    let fwd_b = sim.add_path(fwd_nodes.iter().copied());
+    let ret_a = LinkSpec::new(rate_bps * 10, rtt).build_path(&mut sim);
+    let ret_b = LinkSpec::new(rate_bps * 10, rtt).build_path(&mut sim);
+    let psk = [7u8; 32];
+    let huge = u64::MAX / 4;
+    let tx = CtcpPeer::sender(config.clone(), &psk, seed.0, start, huge);
+    let rx = CtcpPeer::receiver(config, &psk, seed.0 ^ 1);
+    let ctcp_flow = sim.add_flow(tx, rx, fwd_a, ret_a);
+    let (ttx, trx) = tcp_pair(TcpConfig::default());
+    let tcp_flow = sim.add_flow(ttx, trx, fwd_b, ret_b);
+    sim.set_step_limit(200_000_000);
+    sim.run_until(start + warmup)?;
+    let c0 = sim
+        .server::<CtcpPeer>(ctcp_flow)
+        .map_or(0, |r| r.delivery.bytes_ok);
+    let t0 = sim
+        .server::<TcpReceiver>(tcp_flow)
+        .map_or(0, |r| r.bytes_delivered());
+    sim.run_until(start + warmup + measure)?;
+    let c1 = sim
+        .server::<CtcpPeer>(ctcp_flow)
+        .map_or(0, |r| r.delivery.bytes_ok);
+    let t1 = sim
+        .server::<TcpReceiver>(tcp_flow)
+        .map_or(0, |r| r.bytes_delivered());
+    let secs = measure.as_secs_f64();
+    Ok(((c1 - c0) as f64 * 8.0 / secs, (t1 - t0) as f64 * 8.0 / secs))
+}
