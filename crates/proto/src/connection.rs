@@ -140,6 +140,10 @@ pub struct ConnectionStats {
     pub srtt: Duration,
     /// Minimum RTT.
     pub min_rtt: Duration,
+    /// Minimum RTT over the last round trip (queueing shows here first).
+    pub round_min: Duration,
+    /// Whether the congestion controller is in slow start.
+    pub slow_start: bool,
     /// Congestion window in packets.
     pub cwnd: u64,
     /// Short-term loss estimate.
@@ -466,6 +470,8 @@ impl Connection {
         let mut s = self.stats;
         s.srtt = self.rtt.srtt();
         s.min_rtt = self.rtt.min_rtt();
+        s.round_min = self.rtt.round_min();
+        s.slow_start = self.cc.in_slow_start();
         s.cwnd = self.cc.window();
         s.loss = self.loss.short();
         s.repair_ratio = self.current_repair_ratio();

@@ -26,7 +26,7 @@ pub(super) const ROUND_MIN_QUEUE: Duration = Duration::from_millis(2);
 /// Deepest backoff.
 pub(super) const BETA_MIN: f64 = 0.5;
 /// Shallowest backoff.
-pub(super) const BETA_MAX: f64 = 0.8;
+pub(super) const BETA_MAX: f64 = 0.98;
 
 /// CTCP's gate: whether the path shows queueing delay right now.
 pub(super) fn queueing(rtt: &RttEstimator) -> bool {

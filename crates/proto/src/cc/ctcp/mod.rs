@@ -46,6 +46,8 @@ pub struct Ctcp {
     ignored_losses: u64,
     /// srtt at the last ACK or loss, for the optional rate ceiling (none before).
     srtt: Option<Duration>,
+    /// Consecutive RTT samples above the slow-start delay threshold.
+    ss_rise: u32,
 }
 
 impl Ctcp {
@@ -66,6 +68,7 @@ impl Ctcp {
             last_drain: None,
             ignored_losses: 0,
             srtt: None,
+            ss_rise: 0,
         }
     }
 
@@ -128,6 +131,26 @@ impl Controller for Ctcp {
 
     fn on_ack(&mut self, now: Instant, acked: u64, in_flight: u64, rtt: &RttEstimator) {
         self.srtt = Some(rtt.srtt());
+        if self.phase == Phase::SlowStart {
+            // HyStart-style: judge the newest samples, not a smoothed or windowed value,
+            // which lag a whole round while the window doubles.
+            if slow_start::sample_rises(rtt) {
+                self.ss_rise += 1;
+            } else {
+                self.ss_rise = 0;
+            }
+            if self.ss_rise >= slow_start::RISE_SAMPLES {
+                self.phase = Phase::Growth;
+                self.epoch = Some(now);
+                // The queue we just built is (latest − min)·rate: drop back to the BDP the
+                // samples show, so the queue drains instead of overflowing.
+                let beta = (rtt.min_rtt().as_secs_f64() / rtt.latest().as_secs_f64().max(1e-9))
+                    .clamp(0.5, 1.0);
+                self.cwnd *= beta;
+                self.clamp();
+                return;
+            }
+        }
         if acked == 0 || !cwnd_limited(acked, in_flight, self.window()) {
             self.clamp();
             return;

@@ -24,6 +24,14 @@ pub(super) fn delay_rise(rtt: &RttEstimator) -> bool {
 }
 
 /// The window after `acked` packets were acknowledged in slow start.
+/// Consecutive raised samples that end slow start (HyStart uses 8 per round).
+pub(super) const RISE_SAMPLES: u32 = 8;
+
+/// Whether the newest RTT sample shows queueing beyond the slow-start threshold.
+pub(super) fn sample_rises(rtt: &RttEstimator) -> bool {
+    rtt.has_samples() && rtt.latest() > rtt.min_rtt() + delay_threshold(rtt.min_rtt())
+}
+
 pub(super) fn grow(cwnd: f64, acked: u64) -> f64 {
     cwnd + acked as f64
 }

@@ -1,0 +1,141 @@
+//! Simulator sweep: ctcp over a 10 Mbit/s link across RTT × loss, bursty loss, reordering,
+//! and fairness against a Cubic-model flow. Prints a table and writes one JSON object per
+//! line to `benches/results/sim-sweep.json`.
+//!
+//! `cargo run --release -p ctcp-benches --bin sim-sweep [-- --rtt 500 --loss 0.2 --mb 20]`
+
+use anyhow::Context;
+use ctcp_proto::TransportConfig;
+use ctcp_sim::ctcp::{run_fairness, run_transfer};
+use ctcp_sim::{jain, LinkSpec, LossModel, Seed};
+use serde_json::json;
+use std::io::Write;
+use std::time::Duration;
+
+const RATE: u64 = 10_000_000;
+
+struct Args {
+    rtts: Vec<u64>,
+    losses: Vec<f64>,
+    mb: u64,
+    extra: bool,
+    out: Option<String>,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut a = Args {
+        rtts: vec![20, 100, 500, 600],
+        losses: vec![0.0, 0.01, 0.025, 0.05, 0.10, 0.20, 0.30],
+        mb: 20,
+        extra: true,
+        out: Some("benches/results/sim-sweep.json".into()),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(k) = it.next() {
+        let mut v = || it.next().context("missing value");
+        match k.as_str() {
+            "--rtt" => {
+                a.rtts = v()?.split(',').map(str::parse).collect::<Result<_, _>>()?;
+                a.extra = false;
+            }
+            "--loss" => {
+                a.losses = v()?.split(',').map(str::parse).collect::<Result<_, _>>()?;
+                a.extra = false;
+            }
+            "--mb" => a.mb = v()?.parse()?,
+            "--no-json" => a.out = None,
+            "--extra-only" => {
+                a.rtts.clear();
+                a.extra = true;
+            }
+            other => anyhow::bail!("unknown argument {other}"),
+        }
+    }
+    Ok(a)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = parse_args()?;
+    let total = args.mb * 1_000_000;
+    let mut rows = Vec::new();
+    println!(
+        "{:<12} {:>6} {:>6} {:>10} {:>6} {:>7} {:>6} {:>8} {:>8} {:>5}",
+        "scenario", "rtt", "loss", "goodput", "eff", "repair", "wire", "p99ms", "t90s", "ok"
+    );
+    let mut run = |scenario: &str, rtt: u64, loss: f64, link: LinkSpec| -> anyhow::Result<()> {
+        let seed = Seed(0x5eed ^ rtt ^ (loss * 1e4) as u64);
+        let deadline = Duration::from_secs(600);
+        let r = run_transfer(&link, TransportConfig::default(), total, seed, deadline)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let eff = r.goodput_bps / (RATE as f64 * (1.0 - loss));
+        let t90 = r.time_to_90pct.map(|d| d.as_secs_f64());
+        println!(
+            "{:<12} {:>6} {:>6.3} {:>10.0} {:>6.3} {:>7.3} {:>6.3} {:>8.1} {:>8} {:>5}",
+            scenario,
+            rtt,
+            loss,
+            r.goodput_bps,
+            eff,
+            r.repair_overhead,
+            r.wire_per_goodput,
+            r.p99_extra_delay_ms,
+            t90.map_or("-".into(), |t| format!("{t:.2}")),
+            r.bytes_ok
+        );
+        rows.push(json!({
+            "scenario": scenario, "rtt_ms": rtt, "loss": loss, "goodput_bps": r.goodput_bps,
+            "efficiency": eff, "repair_overhead": r.repair_overhead, "wire_per_goodput": r.wire_per_goodput,
+            "bytes_ok": r.bytes_ok, "jain": null, "p99_extra_delay_ms": r.p99_extra_delay_ms,
+            "time_to_90pct_s": t90, "seed": seed.0,
+        }));
+        Ok(())
+    };
+    for &rtt in &args.rtts {
+        for &loss in &args.losses {
+            let link = LinkSpec::new(RATE, Duration::from_millis(rtt)).loss(if loss > 0.0 {
+                LossModel::Bernoulli(loss)
+            } else {
+                LossModel::None
+            });
+            run("bernoulli", rtt, loss, link)?;
+        }
+    }
+    if args.extra {
+        for rtt in [100, 500] {
+            let link = LinkSpec::new(RATE, Duration::from_millis(rtt)).loss(LossModel::Gilbert {
+                mean: 0.05,
+                burst: 4.0,
+            });
+            run("gilbert", rtt, 0.05, link)?;
+            let link = LinkSpec::new(RATE, Duration::from_millis(rtt))
+                .reorder(0.02, Duration::from_millis(50));
+            run("reorder", rtt, 0.0, link)?;
+        }
+        for rtt in [20u64, 100] {
+            let (a, b) = run_fairness(
+                5_000_000,
+                Duration::from_millis(rtt),
+                TransportConfig::default(),
+                Seed(7 + rtt),
+                Duration::from_secs(30),
+                Duration::from_secs(90),
+            )
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let j = jain(&[a, b]);
+            println!(
+                "{:<12} {:>6} {:>6} ctcp {:>9.0} cubic {:>9.0} jain {:.3}",
+                "fairness", rtt, 0, a, b, j
+            );
+            rows.push(json!({"scenario": "fairness", "rtt_ms": rtt, "loss": 0.0, "goodput_bps": a, "cubic_bps": b,
+                "efficiency": (a + b) / 5e6, "bytes_ok": true, "jain": j}));
+        }
+    }
+    if let Some(path) = args.out {
+        let mut f = std::fs::File::create(&path).with_context(|| format!("writing {path}"))?;
+        for r in rows {
+            writeln!(f, "{r}")?;
+        }
+        println!("wrote {path}");
+    }
+    Ok(())
+}

@@ -1,0 +1,44 @@
+//! Prints the sender's state once per interval during one simulated transfer (tuning aid).
+//! `cargo run --release -p ctcp-sim --example trace -- RTT_MS LOSS MB`
+#![allow(clippy::unwrap_used, clippy::print_stdout)]
+use ctcp_proto::TransportConfig;
+use ctcp_sim::ctcp::CtcpPeer;
+use ctcp_sim::{LinkSpec, LossModel, Seed, Sim};
+use std::time::Duration;
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    let rtt: u64 = a.get(1).map_or(500, |s| s.parse().unwrap());
+    let loss: f64 = a.get(2).map_or(0.05, |s| s.parse().unwrap());
+    let mb: u64 = a.get(3).map_or(20, |s| s.parse().unwrap());
+    let link = LinkSpec::new(10_000_000, Duration::from_millis(rtt)).loss(if loss > 0.0 {
+        LossModel::Bernoulli(loss)
+    } else {
+        LossModel::None
+    });
+    let mut sim = Sim::with_seed(Seed(1));
+    let start = sim.now();
+    let (f, r) = sim.add_link(&link);
+    let cfg = TransportConfig::default();
+    let tx = CtcpPeer::sender(cfg.clone(), &[7; 32], 1, start, mb * 1_000_000);
+    let rx = CtcpPeer::receiver(cfg, &[7; 32], 2);
+    let flow = sim.add_flow(tx, rx, f, r);
+    let step = Duration::from_millis(rtt.max(250));
+    let mut last = 0;
+    for i in 1..400 {
+        sim.run_until(start + step * i).unwrap();
+        let rx = sim.server::<CtcpPeer>(flow).unwrap();
+        let s = sim.client::<CtcpPeer>(flow).unwrap().stats().unwrap();
+        let got = rx.delivery.bytes_ok;
+        println!(
+            "t={:6.2} rate={:6.2}Mb cwnd={:5} srtt={:6.1} min={:6.1} rmin={:6.1} ss={} lost={:6} src={:6} rep={:6} loss={:.3} ratio={:.3}",
+            (step * i).as_secs_f64(),
+            (got - last) as f64 * 8.0 / step.as_secs_f64() / 1e6,
+            s.cwnd, s.srtt.as_secs_f64() * 1e3, s.min_rtt.as_secs_f64() * 1e3, s.round_min.as_secs_f64() * 1e3, s.slow_start as u8, s.lost, s.source_sent, s.repair_sent, s.loss, s.repair_ratio
+        );
+        last = got;
+        if rx.delivery.finished {
+            break;
+        }
+    }
+}
