@@ -1,1 +1,257 @@
-//! ctcp runtime crate (work in progress).
+//! The tokio runtime of ctcp: the only crate that touches sockets, the clock and OS
+//! randomness. It drives one sans-IO `ctcp_proto::Endpoint` per UDP socket and runs the
+//! forward (SOCKS server) and reverse (target connector) roles on top of it.
+#![deny(unsafe_code)]
+
+pub mod acl;
+pub mod clock;
+pub mod driver;
+pub mod forward;
+pub mod reply;
+pub mod reverse;
+pub mod signals;
+pub mod socks;
+pub mod tunnel;
+mod udp;
+
+pub use acl::{Acl, Rule};
+pub use driver::{Driver, DriverChannels, IncomingStream, SessionEvent};
+pub use forward::ForwardOptions;
+pub use reverse::ReverseOptions;
+pub use socks::SocksAuth;
+pub use tunnel::TunnelStream;
+
+use ctcp_proto::{Endpoint, EndpointConfig, Psk, TransportConfig};
+use rand::RngCore;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+use thiserror::Error;
+use tokio::sync::watch;
+
+/// Failures that stop a proxy.
+#[derive(Debug, Error)]
+pub enum RuntimeError {
+    /// A socket could not be bound.
+    #[error("cannot bind {what} on {addr}: {source}")]
+    Bind {
+        /// Which socket.
+        what: &'static str,
+        /// Where.
+        addr: SocketAddr,
+        /// Why.
+        source: io::Error,
+    },
+    /// The peer name did not resolve.
+    #[error("cannot resolve peer {peer}: {reason}")]
+    Resolve {
+        /// The name.
+        peer: String,
+        /// Why.
+        reason: String,
+    },
+    /// Other I/O failure.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+fn os_seed() -> [u8; 32] {
+    let mut seed = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut seed);
+    seed
+}
+
+/// Everything the forward proxy needs.
+#[derive(Debug, Clone)]
+pub struct ForwardSettings {
+    /// SOCKS listen address.
+    pub listen: SocketAddr,
+    /// The reverse proxy (`host:port`).
+    pub peer: String,
+    /// UDP bind address for the tunnel (`0.0.0.0:0` / `[::]:0` picks one).
+    pub bind: Option<SocketAddr>,
+    /// The pre-shared key.
+    pub psk: Psk,
+    /// Transport tunables.
+    pub transport: TransportConfig,
+    /// Role options (auth, timeouts).
+    pub socks_auth: SocksAuth,
+    /// SOCKS handshake timeout.
+    pub handshake_timeout: Duration,
+    /// How long to wait for the reverse side's connect result.
+    pub open_timeout: Duration,
+    /// Drain time on shutdown.
+    pub drain_timeout: Duration,
+    /// Statistics log interval (debug level).
+    pub stats_interval: Duration,
+}
+
+impl ForwardSettings {
+    /// Settings with embedded defaults for everything but the peer and key.
+    pub fn new(peer: impl Into<String>, psk: Psk) -> Self {
+        ForwardSettings {
+            listen: SocketAddr::from(([127, 0, 0, 1], 1080)),
+            peer: peer.into(),
+            bind: None,
+            psk,
+            transport: TransportConfig::default(),
+            socks_auth: SocksAuth::default(),
+            handshake_timeout: Duration::from_secs(10),
+            open_timeout: Duration::from_secs(30),
+            drain_timeout: Duration::from_secs(30),
+            stats_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Everything the reverse proxy needs.
+#[derive(Debug, Clone)]
+pub struct ReverseSettings {
+    /// UDP listen address.
+    pub listen: SocketAddr,
+    /// The pre-shared key.
+    pub psk: Psk,
+    /// Transport tunables.
+    pub transport: TransportConfig,
+    /// Target access list.
+    pub acl: Acl,
+    /// Target connect timeout.
+    pub connect_timeout: Duration,
+    /// Most concurrent sessions.
+    pub max_sessions: usize,
+    /// Handshakes accepted per second.
+    pub handshake_rate: u32,
+    /// Drain time on shutdown.
+    pub drain_timeout: Duration,
+    /// Statistics log interval (debug level).
+    pub stats_interval: Duration,
+}
+
+impl ReverseSettings {
+    /// Settings with embedded defaults for everything but the key.
+    pub fn new(psk: Psk) -> Self {
+        ReverseSettings {
+            listen: SocketAddr::from(([0, 0, 0, 0], 7000)),
+            psk,
+            transport: TransportConfig::default(),
+            acl: Acl::default(),
+            connect_timeout: Duration::from_secs(10),
+            max_sessions: 256,
+            handshake_rate: 64,
+            drain_timeout: Duration::from_secs(30),
+            stats_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A started proxy: its bound addresses and a way to stop it.
+#[derive(Debug)]
+pub struct Running {
+    /// The TCP (forward) or UDP (reverse) address actually bound.
+    pub local_addr: SocketAddr,
+    /// The tunnel driver.
+    pub driver: Driver,
+    /// Set to true to stop (drain, then exit).
+    pub shutdown: watch::Sender<bool>,
+    /// Completes when the proxy has stopped.
+    pub done: tokio::task::JoinHandle<io::Result<()>>,
+}
+
+async fn resolve_peer(peer: &str) -> Result<SocketAddr, RuntimeError> {
+    let mut addrs = tokio::net::lookup_host(peer)
+        .await
+        .map_err(|e| RuntimeError::Resolve {
+            peer: peer.to_owned(),
+            reason: e.to_string(),
+        })?;
+    addrs.next().ok_or_else(|| RuntimeError::Resolve {
+        peer: peer.to_owned(),
+        reason: "no addresses".into(),
+    })
+}
+
+/// Binds and starts the forward proxy on the current tokio runtime.
+///
+/// # Errors
+/// Fails if a socket cannot be bound or the peer does not resolve.
+pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> {
+    let peer = resolve_peer(&s.peer).await?;
+    let bind = s.bind.unwrap_or(if peer.is_ipv4() {
+        SocketAddr::from(([0, 0, 0, 0], 0))
+    } else {
+        SocketAddr::from(([0u16; 8], 0))
+    });
+    let udp = std::net::UdpSocket::bind(bind).map_err(|source| RuntimeError::Bind {
+        what: "tunnel UDP socket",
+        addr: bind,
+        source,
+    })?;
+    let listener = tokio::net::TcpListener::bind(s.listen)
+        .await
+        .map_err(|source| RuntimeError::Bind {
+            what: "SOCKS listener",
+            addr: s.listen,
+            source,
+        })?;
+    let local_addr = listener.local_addr()?;
+    let endpoint = Endpoint::new(EndpointConfig::new(s.psk, s.transport, false), os_seed());
+    let (shutdown, rx) = watch::channel(false);
+    let (driver, channels) = Driver::spawn(endpoint, udp, rx.clone())?;
+    tokio::spawn(signals::periodic_stats(
+        driver.clone(),
+        s.stats_interval,
+        rx.clone(),
+    ));
+    let opts = ForwardOptions {
+        peer,
+        auth: std::sync::Arc::new(s.socks_auth),
+        handshake_timeout: s.handshake_timeout,
+        open_timeout: s.open_timeout,
+        drain_timeout: s.drain_timeout,
+    };
+    tracing::info!(socks = %local_addr, %peer, "ctcp-forward started");
+    let done = tokio::spawn(forward::serve(listener, driver.clone(), channels, opts, rx));
+    Ok(Running {
+        local_addr,
+        driver,
+        shutdown,
+        done,
+    })
+}
+
+/// Binds and starts the reverse proxy on the current tokio runtime.
+///
+/// # Errors
+/// Fails if the UDP socket cannot be bound.
+pub async fn start_reverse(s: ReverseSettings) -> Result<Running, RuntimeError> {
+    let udp = std::net::UdpSocket::bind(s.listen).map_err(|source| RuntimeError::Bind {
+        what: "tunnel UDP socket",
+        addr: s.listen,
+        source,
+    })?;
+    let mut cfg = EndpointConfig::new(s.psk, s.transport, true);
+    cfg.max_sessions = s.max_sessions;
+    cfg.handshake_rate = s.handshake_rate;
+    let endpoint = Endpoint::new(cfg, os_seed());
+    let (shutdown, rx) = watch::channel(false);
+    let (driver, channels) = Driver::spawn(endpoint, udp, rx.clone())?;
+    let local_addr = driver.local_addr();
+    tokio::spawn(signals::periodic_stats(
+        driver.clone(),
+        s.stats_interval,
+        rx.clone(),
+    ));
+    let opts = ReverseOptions {
+        acl: std::sync::Arc::new(s.acl),
+        connect_timeout: s.connect_timeout,
+        drain_timeout: s.drain_timeout,
+    };
+    tracing::info!(udp = %local_addr, "ctcp-reverse started");
+    let done = tokio::spawn(reverse::serve(driver.clone(), channels, opts, rx));
+    Ok(Running {
+        local_addr,
+        driver,
+        shutdown,
+        done,
+    })
+}

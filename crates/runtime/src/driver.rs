@@ -1,0 +1,349 @@
+//! The driver task: owns one ctcp-proto `Endpoint` and its UDP socket, feeds it datagrams
+//! and timeouts, flushes what it wants to send, and routes its events to stream tasks.
+//!
+//! Stream tasks reach the endpoint through a mutex held only for short, non-blocking
+//! calls; they register wakers that the driver fires on readable/writable events.
+
+use crate::clock;
+use crate::udp::UdpIo;
+use ctcp_proto::{ConnectionError, ConnectionHandle, Endpoint, Event, StreamId, Target};
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch, Notify};
+
+/// A stream the peer opened (reverse role).
+#[derive(Debug)]
+pub struct IncomingStream {
+    /// The session.
+    pub conn: ConnectionHandle,
+    /// The stream.
+    pub id: StreamId,
+    /// Where the peer wants us to connect.
+    pub target: Target,
+}
+
+/// Session-level happenings the roles care about.
+#[derive(Debug)]
+pub enum SessionEvent {
+    /// A session's handshake completed.
+    Connected(ConnectionHandle),
+    /// A session ended.
+    Lost(ConnectionHandle, ConnectionError),
+}
+
+#[derive(Default)]
+pub(crate) struct Wakers {
+    pub(crate) read: HashMap<(ConnectionHandle, StreamId), Waker>,
+    pub(crate) write: HashMap<(ConnectionHandle, StreamId), Waker>,
+    pub(crate) open_results: HashMap<(ConnectionHandle, StreamId), oneshot::Sender<u8>>,
+}
+
+/// State shared between the driver task and stream handles.
+pub(crate) struct Inner {
+    pub(crate) endpoint: Endpoint,
+    pub(crate) wakers: Wakers,
+    pub(crate) lost: HashMap<ConnectionHandle, ConnectionError>,
+}
+
+/// Handle to a running driver.
+#[derive(Clone)]
+pub struct Driver {
+    pub(crate) shared: Arc<Shared>,
+}
+
+pub(crate) struct Shared {
+    inner: Mutex<Inner>,
+    pub(crate) wake: Notify,
+    local_addr: SocketAddr,
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock is a bug elsewhere; keep serving with the state as is.
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("local_addr", &self.shared.local_addr)
+            .finish()
+    }
+}
+
+/// Channels the driver reports on.
+#[derive(Debug)]
+pub struct DriverChannels {
+    /// Streams opened by the peer.
+    pub incoming: mpsc::UnboundedReceiver<IncomingStream>,
+    /// Session lifecycle.
+    pub sessions: mpsc::UnboundedReceiver<SessionEvent>,
+}
+
+impl Driver {
+    /// Binds `socket`, starts the driver task on the current tokio runtime, and returns a
+    /// handle plus the event channels. The task ends when `shutdown` turns true.
+    ///
+    /// # Errors
+    /// Fails if the socket cannot be set up for asynchronous I/O.
+    pub fn spawn(
+        mut endpoint: Endpoint,
+        socket: std::net::UdpSocket,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> io::Result<(Driver, DriverChannels)> {
+        let mut io = UdpIo::new(socket)?;
+        let local_addr = io.local_addr()?;
+        endpoint.set_wall_clock(clock::now(), clock::unix_ms());
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner {
+                endpoint,
+                wakers: Wakers::default(),
+                lost: HashMap::new(),
+            }),
+            wake: Notify::new(),
+            local_addr,
+        });
+        let (incoming_tx, incoming) = mpsc::unbounded_channel();
+        let (sessions_tx, sessions) = mpsc::unbounded_channel();
+        let driver = Driver {
+            shared: shared.clone(),
+        };
+        tokio::spawn(async move {
+            let gso = io.max_gso_segments().clamp(1, 32);
+            let mut out = Vec::new();
+            let mut batch: Vec<u8> = Vec::with_capacity(gso * 1500);
+            loop {
+                let timeout = shared.lock().endpoint.poll_timeout();
+                let sleep = async {
+                    match timeout {
+                        Some(t) => tokio::time::sleep_until(t.into()).await,
+                        None => tokio::time::sleep(Duration::from_secs(3600)).await,
+                    }
+                };
+                tokio::select! {
+                    r = io.readable() => {
+                        if let Err(e) = r {
+                            tracing::error!(error = %e, "UDP socket failed");
+                            break;
+                        }
+                        let mut inner = shared.lock();
+                        let now = clock::now();
+                        let res = io.drain(|from, data| inner.endpoint.handle_datagram(now, from, data));
+                        if let Err(e) = res {
+                            tracing::warn!(error = %e, "UDP receive error");
+                        }
+                    }
+                    _ = sleep => {
+                        shared.lock().endpoint.handle_timeout(clock::now());
+                    }
+                    _ = shared.wake.notified() => {}
+                    _ = shutdown.changed() => {
+                        if *shutdown.borrow() {
+                            let mut inner = shared.lock();
+                            for h in inner.endpoint.handles() {
+                                if let Some(c) = inner.endpoint.connection_mut(h) {
+                                    c.close(0, "shutdown");
+                                }
+                            }
+                        }
+                    }
+                }
+                {
+                    let mut inner = shared.lock();
+                    let now = clock::now();
+                    if inner.endpoint.poll_timeout().is_some_and(|t| t <= now) {
+                        inner.endpoint.handle_timeout(now);
+                    }
+                    route_events(&mut inner, &incoming_tx, &sessions_tx);
+                }
+                // Flush: gather datagrams under the lock, send them without it.
+                loop {
+                    let mut sends: Vec<(SocketAddr, Vec<u8>, Option<usize>)> = Vec::new();
+                    {
+                        let mut inner = shared.lock();
+                        let now = clock::now();
+                        while sends.len() < 64 {
+                            let Some(t) = inner.endpoint.poll_transmit(now, &mut out) else {
+                                break;
+                            };
+                            let data = &out[..t.size];
+                            // Extend the current GSO batch if same destination and size.
+                            match sends.last_mut() {
+                                Some((dest, buf, seg))
+                                    if *dest == t.destination
+                                        && seg.is_some_and(|s| s == t.size)
+                                        && buf.len() / t.size < gso =>
+                                {
+                                    buf.extend_from_slice(data)
+                                }
+                                _ => sends.push((t.destination, data.to_vec(), Some(t.size))),
+                            }
+                        }
+                        route_events(&mut inner, &incoming_tx, &sessions_tx);
+                    }
+                    if sends.is_empty() {
+                        break;
+                    }
+                    for (dest, buf, seg) in sends.drain(..) {
+                        let seg = seg.filter(|s| buf.len() > *s);
+                        batch.clear();
+                        if let Err(e) = io.send(dest, &buf, seg).await {
+                            tracing::debug!(error = %e, %dest, "UDP send failed");
+                        }
+                    }
+                }
+                if *shutdown.borrow() && shared.lock().endpoint.connection_count() == 0 {
+                    break;
+                }
+            }
+            tracing::debug!("driver stopped");
+        });
+        Ok((driver, DriverChannels { incoming, sessions }))
+    }
+
+    /// The UDP address the driver is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.local_addr
+    }
+
+    /// Starts a session to `remote` and waits for the handshake.
+    ///
+    /// # Errors
+    /// Returns the reason the session ended if the handshake fails.
+    pub fn connect(&self, remote: SocketAddr) -> ConnectionHandle {
+        let h = self.shared.lock().endpoint.connect(clock::now(), remote);
+        self.shared.wake.notify_one();
+        h
+    }
+
+    /// Runs `f` on a session with the lock held, then wakes the driver.
+    pub(crate) fn with_conn<R>(
+        &self,
+        h: ConnectionHandle,
+        f: impl FnOnce(&mut ctcp_proto::Connection, &mut Wakers) -> R,
+    ) -> Result<R, ConnectionError> {
+        let mut inner = self.shared.lock();
+        let Inner {
+            endpoint,
+            wakers,
+            lost,
+        } = &mut *inner;
+        let r = match endpoint.connection_mut(h) {
+            Some(c) => Ok(f(c, wakers)),
+            None => Err(lost
+                .get(&h)
+                .cloned()
+                .unwrap_or(ConnectionError::LocallyClosed)),
+        };
+        drop(inner);
+        self.shared.wake.notify_one();
+        r
+    }
+
+    /// Per-session statistics, for logs and metrics.
+    pub fn stats(&self) -> Vec<(ConnectionHandle, ctcp_proto::ConnectionStats, usize)> {
+        let inner = self.shared.lock();
+        inner
+            .endpoint
+            .handles()
+            .into_iter()
+            .filter_map(|h| {
+                inner
+                    .endpoint
+                    .connection(h)
+                    .map(|c| (h, c.stats(), c.stream_count()))
+            })
+            .collect()
+    }
+
+    /// Whether a session is established.
+    pub fn is_established(&self, h: ConnectionHandle) -> bool {
+        self.shared
+            .lock()
+            .endpoint
+            .connection(h)
+            .is_some_and(|c| c.is_established())
+    }
+
+    /// Dropped-datagram counters of the endpoint.
+    pub fn drops(&self) -> ctcp_proto::DropCounters {
+        self.shared.lock().endpoint.drops()
+    }
+}
+
+fn route_events(
+    inner: &mut Inner,
+    incoming: &mpsc::UnboundedSender<IncomingStream>,
+    sessions: &mpsc::UnboundedSender<SessionEvent>,
+) {
+    while let Some((h, event)) = inner.endpoint.poll_event() {
+        match event {
+            Event::Connected => {
+                let _ = sessions.send(SessionEvent::Connected(h));
+            }
+            Event::StreamOpened { id, target } => {
+                let _ = incoming.send(IncomingStream {
+                    conn: h,
+                    id,
+                    target,
+                });
+            }
+            Event::OpenResult { id, code } => {
+                if let Some(tx) = inner.wakers.open_results.remove(&(h, id)) {
+                    let _ = tx.send(code);
+                }
+            }
+            Event::StreamReadable(id) => {
+                if let Some(w) = inner.wakers.read.remove(&(h, id)) {
+                    w.wake();
+                }
+            }
+            Event::StreamWritable(id) => {
+                if let Some(w) = inner.wakers.write.remove(&(h, id)) {
+                    w.wake();
+                }
+            }
+            Event::ConnectionLost(err) => {
+                tracing::info!(session = h.0, error = %err, "session ended");
+                inner.lost.insert(h, err.clone());
+                if inner.lost.len() > 1024 {
+                    inner.lost.clear();
+                }
+                // Wake every task of this session so it sees the error.
+                let keys: Vec<_> = inner
+                    .wakers
+                    .read
+                    .keys()
+                    .filter(|k| k.0 == h)
+                    .copied()
+                    .collect();
+                for k in keys {
+                    if let Some(w) = inner.wakers.read.remove(&k) {
+                        w.wake();
+                    }
+                }
+                let keys: Vec<_> = inner
+                    .wakers
+                    .write
+                    .keys()
+                    .filter(|k| k.0 == h)
+                    .copied()
+                    .collect();
+                for k in keys {
+                    if let Some(w) = inner.wakers.write.remove(&k) {
+                        w.wake();
+                    }
+                }
+                inner.wakers.open_results.retain(|k, _| k.0 != h);
+                let _ = sessions.send(SessionEvent::Lost(h, err));
+            }
+        }
+    }
+}

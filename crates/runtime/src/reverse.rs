@@ -1,0 +1,131 @@
+//! Reverse role: accept tunnel sessions, connect to the targets the forward side asks for,
+//! and splice bytes both ways.
+
+use crate::acl::Acl;
+use crate::driver::{Driver, DriverChannels, IncomingStream, SessionEvent};
+use crate::reply;
+use crate::tunnel::TunnelStream;
+use ctcp_proto::Target;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// What the reverse role needs beyond the endpoint.
+#[derive(Debug, Clone)]
+pub struct ReverseOptions {
+    /// Which targets may be reached.
+    pub acl: Arc<Acl>,
+    /// How long to wait for a target's TCP handshake (and name resolution).
+    pub connect_timeout: Duration,
+    /// How long to let streams drain after SIGTERM.
+    pub drain_timeout: Duration,
+}
+
+/// Runs the reverse role until `shutdown` turns true, then drains.
+///
+/// # Errors
+/// Fails only if the driver stops unexpectedly.
+pub async fn serve(
+    driver: Driver,
+    mut channels: DriverChannels,
+    opts: ReverseOptions,
+    mut shutdown: watch::Receiver<bool>,
+) -> io::Result<()> {
+    let mut tasks = JoinSet::new();
+    loop {
+        tokio::select! {
+            incoming = channels.incoming.recv() => {
+                let Some(incoming) = incoming else { break };
+                let driver = driver.clone();
+                let opts = opts.clone();
+                tasks.spawn(async move { handle_stream(driver, incoming, opts).await });
+            }
+            ev = channels.sessions.recv() => match ev {
+                Some(SessionEvent::Connected(h)) => tracing::info!(session = h.0, "session established"),
+                Some(SessionEvent::Lost(h, e)) => tracing::info!(session = h.0, error = %e, "session ended"),
+                None => break,
+            },
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            _ = shutdown.changed() => if *shutdown.borrow() { break },
+        }
+    }
+    tracing::info!(streams = tasks.len(), "draining streams");
+    let _ = tokio::time::timeout(opts.drain_timeout, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    tasks.abort_all();
+    Ok(())
+}
+
+async fn resolve(target: &Target) -> Result<Vec<SocketAddr>, u8> {
+    match target {
+        Target::Ip(a) => Ok(vec![*a]),
+        Target::Domain(host, port) => match tokio::net::lookup_host((host.as_str(), *port)).await {
+            Ok(addrs) => {
+                let v: Vec<_> = addrs.collect();
+                if v.is_empty() {
+                    Err(reply::HOST_UNREACHABLE)
+                } else {
+                    Ok(v)
+                }
+            }
+            Err(_) => Err(reply::HOST_UNREACHABLE),
+        },
+    }
+}
+
+async fn connect(target: &Target, acl: &Acl, timeout: Duration) -> Result<TcpStream, u8> {
+    let addrs = tokio::time::timeout(timeout, resolve(target))
+        .await
+        .map_err(|_| reply::HOST_UNREACHABLE)??;
+    let allowed: Vec<SocketAddr> = addrs.into_iter().filter(|a| acl.allows(*a)).collect();
+    if allowed.is_empty() {
+        return Err(reply::NOT_ALLOWED);
+    }
+    let mut last = reply::GENERAL_FAILURE;
+    for addr in allowed {
+        match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Ok(Err(e)) => last = reply::from_io_error(&e),
+            Err(_) => last = reply::TTL_EXPIRED,
+        }
+    }
+    Err(last)
+}
+
+async fn handle_stream(driver: Driver, incoming: IncomingStream, opts: ReverseOptions) {
+    let IncomingStream { conn, id, target } = incoming;
+    let mut stream = TunnelStream::new(driver, conn, id);
+    match connect(&target, &opts.acl, opts.connect_timeout).await {
+        Ok(mut tcp) => {
+            tracing::debug!(session = conn.0, stream = id, %target, "connected to target");
+            if stream.send_open_result(reply::SUCCEEDED).is_err() {
+                return;
+            }
+            match tokio::io::copy_bidirectional(&mut stream, &mut tcp).await {
+                Ok((up, down)) => {
+                    tracing::debug!(session = conn.0, stream = id, up, down, "stream done")
+                }
+                Err(e) => {
+                    tracing::debug!(session = conn.0, stream = id, error = %e, "stream ended with error");
+                    stream.reset(reply::GENERAL_FAILURE);
+                }
+            }
+        }
+        Err(code) => {
+            tracing::debug!(session = conn.0, stream = id, %target, code, "connect failed");
+            let _ = stream.send_open_result(code);
+            let _ = tokio::io::AsyncWriteExt::shutdown(&mut stream).await;
+            // The forward side resets the stream on a failure; drain our half.
+            let _ = tokio::io::copy(&mut stream, &mut tokio::io::sink()).await;
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Process signals: SIGTERM/SIGINT stop accepting and drain; SIGHUP asks for a reload;
+//! SIGUSR1 dumps per-session statistics.
+
+use crate::driver::Driver;
+use std::time::Duration;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::{mpsc, watch};
+
+/// Listens for signals until shutdown. Sets `shutdown` on SIGTERM/SIGINT and sends on
+/// `reload` for SIGHUP.
+pub async fn watch_signals(
+    driver: Driver,
+    shutdown: watch::Sender<bool>,
+    reload: mpsc::UnboundedSender<()>,
+) {
+    let (Ok(mut term), Ok(mut int), Ok(mut hup), Ok(mut usr1)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+        signal(SignalKind::user_defined1()),
+    ) else {
+        tracing::warn!(
+            "cannot install signal handlers; SIGTERM will kill the process without draining"
+        );
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => { tracing::info!("SIGTERM: draining and exiting"); let _ = shutdown.send(true); return; }
+            _ = int.recv() => { tracing::info!("SIGINT: draining and exiting"); let _ = shutdown.send(true); return; }
+            _ = hup.recv() => { tracing::info!("SIGHUP: reloading configuration"); let _ = reload.send(()); }
+            _ = usr1.recv() => log_stats(&driver, true),
+        }
+    }
+}
+
+/// Logs per-session statistics (at info when asked by SIGUSR1, else at debug).
+pub fn log_stats(driver: &Driver, loud: bool) {
+    for (h, s, streams) in driver.stats() {
+        if loud {
+            tracing::info!(
+                session = h.0,
+                streams,
+                srtt_ms = s.srtt.as_secs_f64() * 1e3,
+                min_rtt_ms = s.min_rtt.as_secs_f64() * 1e3,
+                cwnd = s.cwnd,
+                loss = s.loss,
+                repair_ratio = s.repair_ratio,
+                sent = s.datagrams_sent,
+                received = s.datagrams_received,
+                lost = s.lost,
+                bytes_read = s.stream_bytes_read,
+                "session stats"
+            );
+        } else {
+            tracing::debug!(
+                session = h.0,
+                streams,
+                srtt_ms = s.srtt.as_secs_f64() * 1e3,
+                cwnd = s.cwnd,
+                loss = s.loss,
+                repair_ratio = s.repair_ratio,
+                lost = s.lost,
+                bytes_read = s.stream_bytes_read,
+                "session stats"
+            );
+        }
+    }
+}
+
+/// Logs statistics at debug level every `interval` until shutdown.
+pub async fn periodic_stats(
+    driver: Driver,
+    interval: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => log_stats(&driver, false),
+            _ = shutdown.changed() => if *shutdown.borrow() { return },
+        }
+    }
+}

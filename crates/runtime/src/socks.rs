@@ -1,0 +1,86 @@
+//! SOCKS5 over a TCP stream, using the sans-IO codec of `ctcp-socks5`.
+
+use ctcp_proto::Target;
+use ctcp_socks5::{Reply, ServerHandshake, TargetAddr};
+use std::io;
+use std::net::SocketAddr;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Who may use the SOCKS port.
+pub type SocksAuth = ctcp_socks5::AuthPolicy;
+
+/// A completed SOCKS CONNECT.
+#[derive(Debug)]
+pub struct SocksRequest {
+    /// Where to connect.
+    pub target: Target,
+    /// Bytes the client sent after its request (pipelined application data).
+    pub early_data: Vec<u8>,
+}
+
+/// Longest handshake we buffer: greeting (257) + auth (513) + request (262), rounded up.
+const MAX_HANDSHAKE: usize = 2048;
+
+/// Runs the server side of the handshake. Protocol errors are answered with the right
+/// code and returned as `InvalidData`.
+///
+/// # Errors
+/// I/O errors, EOF before the request, or a protocol violation.
+pub async fn accept(tcp: &mut TcpStream, auth: &SocksAuth) -> io::Result<SocksRequest> {
+    let mut hs = ServerHandshake::new(auth.clone());
+    let mut buf = Vec::with_capacity(512);
+    let mut chunk = [0u8; 1024];
+    loop {
+        let n = tcp.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "client closed during SOCKS handshake",
+            ));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if buf.len() > MAX_HANDSHAKE {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "SOCKS handshake too long",
+            ));
+        }
+        match hs.feed(&buf) {
+            Ok(step) => {
+                buf.drain(..step.consumed);
+                if !step.write.is_empty() {
+                    tcp.write_all(&step.write).await?;
+                }
+                if let Some(req) = step.request {
+                    let target = match req.target {
+                        TargetAddr::Ip(a) => Target::Ip(a),
+                        TargetAddr::Domain(h, p) => Target::Domain(h, p),
+                    };
+                    return Ok(SocksRequest {
+                        target,
+                        early_data: buf,
+                    });
+                }
+            }
+            Err(e) => {
+                let bytes = ServerHandshake::failure_bytes(&e);
+                if !bytes.is_empty() {
+                    let _ = tcp.write_all(&bytes).await;
+                }
+                return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string()));
+            }
+        }
+    }
+}
+
+/// Sends the reply for a connect result code.
+///
+/// # Errors
+/// I/O errors.
+pub async fn reply(tcp: &mut TcpStream, code: u8) -> io::Result<()> {
+    let bound = tcp
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+    tcp.write_all(&Reply::from_code(code).encode(bound)).await
+}

@@ -1,0 +1,197 @@
+//! `TunnelStream`: one ctcp stream as `AsyncRead + AsyncWrite`, with back-pressure both
+//! ways and TCP half-close.
+
+use crate::driver::Driver;
+use ctcp_proto::{
+    ConnectionError, ConnectionHandle, ReadOutcome, StreamApiError, StreamId, Target,
+};
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::oneshot;
+
+/// A bidirectional byte stream through the tunnel.
+#[derive(Debug)]
+pub struct TunnelStream {
+    driver: Driver,
+    conn: ConnectionHandle,
+    id: StreamId,
+    read_eof: bool,
+    write_closed: bool,
+}
+
+fn lost(e: ConnectionError) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::ConnectionAborted,
+        format!("tunnel session ended: {e}"),
+    )
+}
+
+fn api(e: StreamApiError) -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, e.to_string())
+}
+
+impl TunnelStream {
+    /// Wraps an existing stream (reverse role: a stream the peer opened).
+    pub fn new(driver: Driver, conn: ConnectionHandle, id: StreamId) -> Self {
+        TunnelStream {
+            driver,
+            conn,
+            id,
+            read_eof: false,
+            write_closed: false,
+        }
+    }
+
+    /// Opens a stream to `target` on session `conn`, returning it and a receiver for the
+    /// peer's connect result.
+    ///
+    /// # Errors
+    /// Fails if the session is gone or at its stream limit.
+    pub fn open(
+        driver: &Driver,
+        conn: ConnectionHandle,
+        target: Target,
+    ) -> io::Result<(Self, oneshot::Receiver<u8>)> {
+        let (tx, rx) = oneshot::channel();
+        let id = driver
+            .with_conn(conn, |c, w| {
+                let id = c.open_stream(target)?;
+                w.open_results.insert((conn, id), tx);
+                Ok::<_, StreamApiError>(id)
+            })
+            .map_err(lost)?
+            .map_err(api)?;
+        Ok((TunnelStream::new(driver.clone(), conn, id), rx))
+    }
+
+    /// The stream id.
+    pub fn id(&self) -> StreamId {
+        self.id
+    }
+
+    /// Reports the connect result to the opener (reverse role).
+    ///
+    /// # Errors
+    /// Fails if the session or stream is gone.
+    pub fn send_open_result(&self, code: u8) -> io::Result<()> {
+        self.driver
+            .with_conn(self.conn, |c, _| c.send_open_result(self.id, code))
+            .map_err(lost)?
+            .map_err(api)
+    }
+
+    /// Resets the stream in both directions.
+    pub fn reset(&mut self, code: u8) {
+        let id = self.id;
+        let _ = self.driver.with_conn(self.conn, |c, _| c.reset(id, code));
+        self.read_eof = true;
+        self.write_closed = true;
+    }
+}
+
+impl AsyncRead for TunnelStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.read_eof {
+            return Poll::Ready(Ok(()));
+        }
+        let (conn, id) = (this.conn, this.id);
+        let res = this.driver.with_conn(conn, |c, w| {
+            let out = c.read(id, buf.initialize_unfilled());
+            if matches!(out, Ok(ReadOutcome::Blocked)) {
+                w.read.insert((conn, id), cx.waker().clone());
+            }
+            out
+        });
+        match res {
+            Err(e) => Poll::Ready(Err(lost(e))),
+            Ok(Err(StreamApiError::UnknownStream)) => {
+                this.read_eof = true;
+                Poll::Ready(Ok(()))
+            }
+            Ok(Err(e)) => Poll::Ready(Err(api(e))),
+            Ok(Ok(ReadOutcome::Data(n))) => {
+                buf.advance(n);
+                Poll::Ready(Ok(()))
+            }
+            Ok(Ok(ReadOutcome::Blocked)) => Poll::Pending,
+            Ok(Ok(ReadOutcome::Finished)) => {
+                this.read_eof = true;
+                Poll::Ready(Ok(()))
+            }
+            Ok(Ok(ReadOutcome::Reset(code))) => {
+                this.read_eof = true;
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::ConnectionReset,
+                    format!("stream reset by peer (code {code})"),
+                )))
+            }
+        }
+    }
+}
+
+impl AsyncWrite for TunnelStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.write_closed {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "stream closed for writing",
+            )));
+        }
+        let (conn, id) = (this.conn, this.id);
+        let res = this.driver.with_conn(conn, |c, w| {
+            let out = c.write(id, data);
+            if matches!(out, Ok(0)) && !data.is_empty() {
+                w.write.insert((conn, id), cx.waker().clone());
+            }
+            out
+        });
+        match res {
+            Err(e) => Poll::Ready(Err(lost(e))),
+            Ok(Err(e)) => Poll::Ready(Err(api(e))),
+            Ok(Ok(0)) if !data.is_empty() => Poll::Pending,
+            Ok(Ok(n)) => Poll::Ready(Ok(n)),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.write_closed {
+            return Poll::Ready(Ok(()));
+        }
+        this.write_closed = true;
+        let id = this.id;
+        match this.driver.with_conn(this.conn, |c, _| c.finish(id)) {
+            Ok(_) => Poll::Ready(Ok(())),
+            Err(e) => Poll::Ready(Err(lost(e))),
+        }
+    }
+}
+
+impl Drop for TunnelStream {
+    fn drop(&mut self) {
+        // Dropped before both directions ended cleanly: tell the peer rather than leave it hanging.
+        if !(self.read_eof && self.write_closed) {
+            let id = self.id;
+            let _ = self.driver.with_conn(self.conn, |c, _| c.reset(id, 0));
+        }
+        let mut inner = self.driver.shared.lock();
+        inner.wakers.read.remove(&(self.conn, self.id));
+        inner.wakers.write.remove(&(self.conn, self.id));
+    }
+}
