@@ -1,1 +1,351 @@
-//! ctcp config crate (work in progress).
+//! ctcp configuration: TOML text → raw serde structs (`deny_unknown_fields`) → validated
+//! types with embedded defaults, so both proxies run with no file at all.
+//!
+//! Every error names the file, the line and the key, e.g.
+//! `configs/forward.toml:12: key 'transport.window': must be between 16 and 65536 (got 3)`.
+#![deny(unsafe_code)]
+
+mod raw;
+mod units;
+
+pub use units::{parse_rate, parse_size};
+
+use ipnet::IpNet;
+use std::net::SocketAddr;
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use thiserror::Error;
+
+/// A configuration problem, located as precisely as possible.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[error("{source_name}{}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default(), key.as_ref().map(|k| format!(": key '{k}'")).unwrap_or_default())]
+pub struct ConfigError {
+    /// File name (or `<command line>`, `<environment>`).
+    pub source_name: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// Dotted key path, when known.
+    pub key: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl ConfigError {
+    fn new(source_name: &str, text: Option<&str>, key: &str, message: impl Into<String>) -> Self {
+        ConfigError {
+            source_name: source_name.to_owned(),
+            line: text.and_then(|t| raw::key_line(t, key)),
+            key: Some(key.to_owned()),
+            message: message.into(),
+        }
+    }
+}
+
+/// Log output settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// `error`, `warn`, `info`, `debug`, `trace`, or a `tracing` filter directive.
+    pub level: String,
+    /// JSON lines instead of human-readable text.
+    pub json: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: "info".into(),
+            json: false,
+        }
+    }
+}
+
+/// Coded-transport tunables (both ends must agree on `symbol_size` and `window`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportSettings {
+    /// Coded symbol size in bytes: a multiple of 64 in 256..=1344.
+    pub symbol_size: usize,
+    /// Sender window in symbols (16..=65536).
+    pub window: usize,
+    /// Optional sending-rate ceiling in bit/s.
+    pub max_rate_bps: Option<u64>,
+    /// Session dies after this long without hearing from the peer.
+    pub idle_timeout: Duration,
+    /// PING after this long without sending.
+    pub keepalive: Duration,
+    /// RTT assumed before the first measurement.
+    pub initial_rtt: Duration,
+    /// Most concurrent streams per session.
+    pub max_streams: usize,
+}
+
+impl Default for TransportSettings {
+    fn default() -> Self {
+        TransportSettings {
+            symbol_size: 1344,
+            window: 4096,
+            max_rate_bps: None,
+            idle_timeout: Duration::from_secs(30),
+            keepalive: Duration::from_secs(5),
+            initial_rtt: Duration::from_millis(100),
+            max_streams: 4096,
+        }
+    }
+}
+
+/// The forward proxy's configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForwardConfig {
+    /// SOCKS listen address (default 127.0.0.1:1080: loopback only).
+    pub listen: SocketAddr,
+    /// The reverse proxy, `host:port` (required: file or `--peer`).
+    pub peer: Option<String>,
+    /// File holding the pre-shared key (else `CTCP_PSK`).
+    pub psk_file: Option<PathBuf>,
+    /// SOCKS username/password pairs; empty means no authentication.
+    pub socks_users: Vec<(String, String)>,
+    /// SOCKS handshake timeout.
+    pub handshake_timeout: Duration,
+    /// Wait for the reverse side's connect result.
+    pub open_timeout: Duration,
+    /// Drain time on SIGTERM.
+    pub drain_timeout: Duration,
+    /// Debug-level statistics interval.
+    pub stats_interval: Duration,
+    /// Logging.
+    pub log: LogConfig,
+    /// Transport.
+    pub transport: TransportSettings,
+}
+
+impl Default for ForwardConfig {
+    fn default() -> Self {
+        ForwardConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 1080)),
+            peer: None,
+            psk_file: None,
+            socks_users: Vec::new(),
+            handshake_timeout: Duration::from_secs(10),
+            open_timeout: Duration::from_secs(30),
+            drain_timeout: Duration::from_secs(30),
+            stats_interval: Duration::from_secs(5),
+            log: LogConfig::default(),
+            transport: TransportSettings::default(),
+        }
+    }
+}
+
+/// One ACL rule: first match wins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AclRule {
+    /// Allow (true) or deny.
+    pub allow: bool,
+    /// Addresses covered.
+    pub net: IpNet,
+    /// Ports covered.
+    pub ports: RangeInclusive<u16>,
+}
+
+/// The reverse proxy's configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReverseConfig {
+    /// UDP listen address (default 0.0.0.0:7000).
+    pub listen: SocketAddr,
+    /// File holding the pre-shared key (else `CTCP_PSK`).
+    pub psk_file: Option<PathBuf>,
+    /// Target connect timeout (name resolution included).
+    pub connect_timeout: Duration,
+    /// ACL rules, in order. The default denies 169.254.0.0/16 and fe80::/10 (link-local,
+    /// where cloud metadata services live) and allows everything else.
+    pub acl: Vec<AclRule>,
+    /// Verdict when no rule matches (default allow).
+    pub acl_default_allow: bool,
+    /// Most concurrent sessions.
+    pub max_sessions: usize,
+    /// Handshakes accepted per second.
+    pub handshake_rate: u32,
+    /// Drain time on SIGTERM.
+    pub drain_timeout: Duration,
+    /// Debug-level statistics interval.
+    pub stats_interval: Duration,
+    /// Logging.
+    pub log: LogConfig,
+    /// Transport.
+    pub transport: TransportSettings,
+}
+
+/// The ACL used when none is configured.
+pub fn default_acl() -> Vec<AclRule> {
+    ["169.254.0.0/16", "fe80::/10"]
+        .iter()
+        .filter_map(|n| n.parse().ok())
+        .map(|net| AclRule {
+            allow: false,
+            net,
+            ports: 0..=u16::MAX,
+        })
+        .collect()
+}
+
+impl Default for ReverseConfig {
+    fn default() -> Self {
+        ReverseConfig {
+            listen: SocketAddr::from(([0, 0, 0, 0], 7000)),
+            psk_file: None,
+            connect_timeout: Duration::from_secs(10),
+            acl: default_acl(),
+            acl_default_allow: true,
+            max_sessions: 256,
+            handshake_rate: 64,
+            drain_timeout: Duration::from_secs(30),
+            stats_interval: Duration::from_secs(5),
+            log: LogConfig::default(),
+            transport: TransportSettings::default(),
+        }
+    }
+}
+
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| ConfigError {
+        source_name: path.display().to_string(),
+        line: None,
+        key: None,
+        message: format!("cannot read: {e}"),
+    })
+}
+
+impl ForwardConfig {
+    /// Parses and validates TOML text; `source_name` appears in errors.
+    ///
+    /// # Errors
+    /// Syntax errors, unknown keys, out-of-range values — each located.
+    pub fn from_toml_str(text: &str, source_name: &str) -> Result<Self, ConfigError> {
+        raw::forward(text, source_name)
+    }
+
+    /// Loads a file.
+    ///
+    /// # Errors
+    /// As [`ForwardConfig::from_toml_str`], or if the file cannot be read.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::from_toml_str(&read(path)?, &path.display().to_string())
+    }
+}
+
+impl ReverseConfig {
+    /// Parses and validates TOML text; `source_name` appears in errors.
+    ///
+    /// # Errors
+    /// Syntax errors, unknown keys, out-of-range values — each located.
+    pub fn from_toml_str(text: &str, source_name: &str) -> Result<Self, ConfigError> {
+        raw::reverse(text, source_name)
+    }
+
+    /// Loads a file.
+    ///
+    /// # Errors
+    /// As [`ReverseConfig::from_toml_str`], or if the file cannot be read.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::from_toml_str(&read(path)?, &path.display().to_string())
+    }
+}
+
+/// Validates transport settings (shared by the TOML path and command-line overrides).
+///
+/// # Errors
+/// The first out-of-range value, named by its key.
+pub fn validate_transport(
+    t: &TransportSettings,
+    source_name: &str,
+    text: Option<&str>,
+) -> Result<(), ConfigError> {
+    let err = |k: &str, m: String| Err(ConfigError::new(source_name, text, k, m));
+    if t.symbol_size % 64 != 0 || !(256..=1344).contains(&t.symbol_size) {
+        return err(
+            "transport.symbol_size",
+            format!(
+                "must be a multiple of 64 between 256 and 1344 (got {})",
+                t.symbol_size
+            ),
+        );
+    }
+    if !(16..=65536).contains(&t.window) {
+        return err(
+            "transport.window",
+            format!("must be between 16 and 65536 (got {})", t.window),
+        );
+    }
+    if t.max_rate_bps.is_some_and(|r| r < 64_000) {
+        return err("transport.max_rate", "must be at least 64kbit".into());
+    }
+    if t.idle_timeout < Duration::from_secs(1) {
+        return err("transport.idle_timeout", "must be at least 1s".into());
+    }
+    if t.keepalive.is_zero() || t.keepalive >= t.idle_timeout {
+        return err(
+            "transport.keepalive",
+            "must be non-zero and shorter than idle_timeout".into(),
+        );
+    }
+    if !(1..=65536).contains(&t.max_streams) {
+        return err(
+            "transport.max_streams",
+            format!("must be between 1 and 65536 (got {})", t.max_streams),
+        );
+    }
+    Ok(())
+}
+
+/// Reads the pre-shared key: from `path` if given, else from the `CTCP_PSK` environment
+/// variable. A key is 64 hex characters (32 bytes; surrounding whitespace ignored) or, in a
+/// file, at least 32 raw bytes. Keys never come from the command line, where `ps` shows them.
+///
+/// # Errors
+/// No key source, an unreadable file, or a key that is too short or malformed.
+pub fn load_psk(path: Option<&Path>) -> Result<Vec<u8>, ConfigError> {
+    let (name, bytes) = match path {
+        Some(p) => (
+            p.display().to_string(),
+            std::fs::read(p).map_err(|e| ConfigError { source_name: p.display().to_string(), line: None, key: None, message: format!("cannot read key file: {e}") })?,
+        ),
+        None => match std::env::var("CTCP_PSK") {
+            Ok(v) => ("<environment CTCP_PSK>".to_owned(), v.into_bytes()),
+            Err(_) => {
+                return Err(ConfigError {
+                    source_name: "<key>".into(),
+                    line: None,
+                    key: Some("psk_file".into()),
+                    message: "no pre-shared key: pass --psk-file FILE or set CTCP_PSK (generate one with: head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n')".into(),
+                })
+            }
+        },
+    };
+    let bad = |m: &str| ConfigError {
+        source_name: name.clone(),
+        line: None,
+        key: None,
+        message: m.to_owned(),
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let trimmed = text.trim();
+    if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if trimmed.len() % 2 != 0 || trimmed.len() < 64 {
+            return Err(bad(
+                "a hex key must have at least 64 hex characters (32 bytes)",
+            ));
+        }
+        return (0..trimmed.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&trimmed[i..i + 2], 16).map_err(|_| bad("invalid hex key")))
+            .collect();
+    }
+    if path.is_some() && bytes.len() >= 32 {
+        return Ok(bytes);
+    }
+    Err(bad(
+        "key must be 64 hex characters, or a file of at least 32 random bytes",
+    ))
+}
+
+#[cfg(test)]
+mod tests;

@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 
 pub mod acl;
+pub mod app;
 pub mod clock;
 pub mod driver;
 pub mod forward;

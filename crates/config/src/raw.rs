@@ -1,0 +1,306 @@
+//! The TOML shape: raw serde structs with every field optional, converted into the
+//! validated types over the embedded defaults.
+
+use crate::{
+    validate_transport, AclRule, ConfigError, ForwardConfig, LogConfig, ReverseConfig,
+    TransportSettings,
+};
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLog {
+    level: Option<String>,
+    format: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawTransport {
+    symbol_size: Option<usize>,
+    window: Option<usize>,
+    max_rate: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    idle_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    keepalive: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    initial_rtt: Option<Duration>,
+    max_streams: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUser {
+    username: String,
+    password: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawForward {
+    listen: Option<SocketAddr>,
+    peer: Option<String>,
+    psk_file: Option<PathBuf>,
+    #[serde(default)]
+    socks_users: Vec<RawUser>,
+    #[serde(default, with = "humantime_serde")]
+    handshake_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    open_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    drain_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    stats_interval: Option<Duration>,
+    #[serde(default)]
+    log: RawLog,
+    #[serde(default)]
+    transport: RawTransport,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAclRule {
+    action: String,
+    net: String,
+    ports: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawReverse {
+    listen: Option<SocketAddr>,
+    psk_file: Option<PathBuf>,
+    #[serde(default, with = "humantime_serde")]
+    connect_timeout: Option<Duration>,
+    acl: Option<Vec<RawAclRule>>,
+    acl_default: Option<String>,
+    max_sessions: Option<usize>,
+    handshake_rate: Option<u32>,
+    #[serde(default, with = "humantime_serde")]
+    drain_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    stats_interval: Option<Duration>,
+    #[serde(default)]
+    log: RawLog,
+    #[serde(default)]
+    transport: RawTransport,
+}
+
+/// The 1-based line where dotted `key` is set in `text` (section-aware, best effort).
+pub(crate) fn key_line(text: &str, key: &str) -> Option<usize> {
+    let (section, leaf) = match key.rsplit_once('.') {
+        Some((s, l)) => (Some(s), l),
+        None => (None, key),
+    };
+    let leaf = leaf.split('[').next().unwrap_or(leaf);
+    let mut current: Option<String> = None;
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if let Some(h) = t.strip_prefix('[') {
+            current = Some(
+                h.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .trim()
+                    .to_owned(),
+            );
+            continue;
+        }
+        let in_section = match (section, &current) {
+            (None, None) => true,
+            (Some(s), Some(c)) => s.split('[').next() == Some(c.as_str()),
+            _ => false,
+        };
+        if in_section && t.split('=').next().map(str::trim) == Some(leaf) && t.contains('=') {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
+fn parse_err(e: toml::de::Error, text: &str, source_name: &str) -> ConfigError {
+    let line = e
+        .span()
+        .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+    let msg = e.message().to_owned();
+    // serde names the offending key in "unknown field `x`" messages.
+    let key = msg.split('`').nth(1).map(str::to_owned);
+    ConfigError {
+        source_name: source_name.to_owned(),
+        line,
+        key,
+        message: msg,
+    }
+}
+
+fn log(raw: RawLog, text: &str, src: &str) -> Result<LogConfig, ConfigError> {
+    let d = LogConfig::default();
+    let json = match raw.format.as_deref() {
+        None | Some("text") => false,
+        Some("json") => true,
+        Some(o) => {
+            return Err(ConfigError::new(
+                src,
+                Some(text),
+                "log.format",
+                format!("must be \"text\" or \"json\" (got {o:?})"),
+            ))
+        }
+    };
+    Ok(LogConfig {
+        level: raw.level.unwrap_or(d.level),
+        json,
+    })
+}
+
+fn transport(raw: RawTransport, text: &str, src: &str) -> Result<TransportSettings, ConfigError> {
+    let d = TransportSettings::default();
+    let max_rate_bps = match raw.max_rate {
+        None => None,
+        Some(r) => Some(
+            crate::parse_rate(&r)
+                .map_err(|m| ConfigError::new(src, Some(text), "transport.max_rate", m))?,
+        ),
+    };
+    let t = TransportSettings {
+        symbol_size: raw.symbol_size.unwrap_or(d.symbol_size),
+        window: raw.window.unwrap_or(d.window),
+        max_rate_bps,
+        idle_timeout: raw.idle_timeout.unwrap_or(d.idle_timeout),
+        keepalive: raw.keepalive.unwrap_or(d.keepalive),
+        initial_rtt: raw.initial_rtt.unwrap_or(d.initial_rtt),
+        max_streams: raw.max_streams.unwrap_or(d.max_streams),
+    };
+    validate_transport(&t, src, Some(text))?;
+    Ok(t)
+}
+
+pub(crate) fn forward(text: &str, src: &str) -> Result<ForwardConfig, ConfigError> {
+    let raw: RawForward = toml::from_str(text).map_err(|e| parse_err(e, text, src))?;
+    let d = ForwardConfig::default();
+    for (i, u) in raw.socks_users.iter().enumerate() {
+        if u.username.is_empty() || u.username.len() > 255 || u.password.len() > 255 {
+            return Err(ConfigError::new(
+                src,
+                Some(text),
+                &format!("socks_users[{i}].username"),
+                "username must be 1-255 bytes and password at most 255",
+            ));
+        }
+    }
+    Ok(ForwardConfig {
+        listen: raw.listen.unwrap_or(d.listen),
+        peer: raw.peer,
+        psk_file: raw.psk_file,
+        socks_users: raw
+            .socks_users
+            .into_iter()
+            .map(|u| (u.username, u.password))
+            .collect(),
+        handshake_timeout: raw.handshake_timeout.unwrap_or(d.handshake_timeout),
+        open_timeout: raw.open_timeout.unwrap_or(d.open_timeout),
+        drain_timeout: raw.drain_timeout.unwrap_or(d.drain_timeout),
+        stats_interval: raw.stats_interval.unwrap_or(d.stats_interval),
+        log: log(raw.log, text, src)?,
+        transport: transport(raw.transport, text, src)?,
+    })
+}
+
+fn acl_rule(r: RawAclRule, i: usize, text: &str, src: &str) -> Result<AclRule, ConfigError> {
+    let key = |k: &str| format!("acl[{i}].{k}");
+    let allow = match r.action.as_str() {
+        "allow" => true,
+        "deny" => false,
+        o => {
+            return Err(ConfigError::new(
+                src,
+                Some(text),
+                &key("action"),
+                format!("must be \"allow\" or \"deny\" (got {o:?})"),
+            ))
+        }
+    };
+    let net = r
+        .net
+        .parse()
+        .or_else(|_| r.net.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| {
+            ConfigError::new(
+                src,
+                Some(text),
+                &key("net"),
+                format!("{:?} is not an address or CIDR block", r.net),
+            )
+        })?;
+    let ports = match r.ports.as_deref() {
+        None | Some("*") => 0..=u16::MAX,
+        Some(p) => {
+            let bad = || {
+                ConfigError::new(
+                    src,
+                    Some(text),
+                    &key("ports"),
+                    format!("{p:?} is not a port or range like \"1-1024\""),
+                )
+            };
+            let (a, b) = p.split_once('-').unwrap_or((p, p));
+            let a: u16 = a.trim().parse().map_err(|_| bad())?;
+            let b: u16 = b.trim().parse().map_err(|_| bad())?;
+            if a > b {
+                return Err(bad());
+            }
+            a..=b
+        }
+    };
+    Ok(AclRule { allow, net, ports })
+}
+
+pub(crate) fn reverse(text: &str, src: &str) -> Result<ReverseConfig, ConfigError> {
+    let raw: RawReverse = toml::from_str(text).map_err(|e| parse_err(e, text, src))?;
+    let d = ReverseConfig::default();
+    let acl = match raw.acl {
+        None => d.acl,
+        Some(rules) => rules
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| acl_rule(r, i, text, src))
+            .collect::<Result<_, _>>()?,
+    };
+    let acl_default_allow = match raw.acl_default.as_deref() {
+        None | Some("allow") => true,
+        Some("deny") => false,
+        Some(o) => {
+            return Err(ConfigError::new(
+                src,
+                Some(text),
+                "acl_default",
+                format!("must be \"allow\" or \"deny\" (got {o:?})"),
+            ))
+        }
+    };
+    let max_sessions = raw.max_sessions.unwrap_or(d.max_sessions);
+    if !(1..=100_000).contains(&max_sessions) {
+        return Err(ConfigError::new(
+            src,
+            Some(text),
+            "max_sessions",
+            format!("must be between 1 and 100000 (got {max_sessions})"),
+        ));
+    }
+    Ok(ReverseConfig {
+        listen: raw.listen.unwrap_or(d.listen),
+        psk_file: raw.psk_file,
+        connect_timeout: raw.connect_timeout.unwrap_or(d.connect_timeout),
+        acl,
+        acl_default_allow,
+        max_sessions,
+        handshake_rate: raw.handshake_rate.unwrap_or(d.handshake_rate),
+        drain_timeout: raw.drain_timeout.unwrap_or(d.drain_timeout),
+        stats_interval: raw.stats_interval.unwrap_or(d.stats_interval),
+        log: log(raw.log, text, src)?,
+        transport: transport(raw.transport, text, src)?,
+    })
+}

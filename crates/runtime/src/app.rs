@@ -1,0 +1,182 @@
+//! What both binaries share: logging set-up, config → settings, systemd readiness, and
+//! running until a signal.
+
+use crate::{signals, Acl, ForwardSettings, ReverseSettings, Rule, Running};
+use ctcp_config::{ConfigError, ForwardConfig, LogConfig, ReverseConfig, TransportSettings};
+use ctcp_proto::{Psk, TransportConfig};
+use std::io;
+use std::path::PathBuf;
+use tokio::sync::mpsc;
+use tracing_subscriber::{reload, EnvFilter};
+
+/// Handle that changes the log filter at run time (SIGHUP).
+pub type LogHandle = reload::Handle<EnvFilter, tracing_subscriber::Registry>;
+
+fn filter(level: &str) -> EnvFilter {
+    // RUST_LOG wins over the configured level, as users expect.
+    EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level))
+}
+
+/// Installs the global tracing subscriber (text or JSON lines to stderr).
+pub fn init_logging(log: &LogConfig) -> LogHandle {
+    use tracing_subscriber::prelude::*;
+    let (layer, handle) = reload::Layer::new(filter(&log.level));
+    let registry = tracing_subscriber::registry().with(layer);
+    if log.json {
+        registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .with_writer(io::stderr),
+            )
+            .init();
+    } else {
+        let ansi = std::io::IsTerminal::is_terminal(&io::stderr());
+        registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(ansi)
+                    .with_writer(io::stderr),
+            )
+            .init();
+    }
+    handle
+}
+
+/// The transport parameters for validated settings.
+pub fn transport_config(t: &TransportSettings) -> TransportConfig {
+    TransportConfig {
+        symbol_size: t.symbol_size,
+        window: t.window,
+        max_rate_bps: t.max_rate_bps,
+        idle_timeout: t.idle_timeout,
+        keepalive: t.keepalive,
+        initial_rtt: t.initial_rtt,
+        max_streams: t.max_streams,
+        ..TransportConfig::default()
+    }
+}
+
+/// Loads the key named by the config (or `CTCP_PSK`).
+///
+/// # Errors
+/// As [`ctcp_config::load_psk`].
+pub fn load_psk(path: Option<&std::path::Path>) -> Result<Psk, ConfigError> {
+    let bytes = ctcp_config::load_psk(path)?;
+    Psk::new(&bytes).ok_or_else(|| ConfigError {
+        source_name: "<key>".into(),
+        line: None,
+        key: None,
+        message: "key too short".into(),
+    })
+}
+
+/// Forward settings from a validated config.
+///
+/// # Errors
+/// If no peer is configured or the key cannot be loaded.
+pub fn forward_settings(cfg: &ForwardConfig) -> Result<ForwardSettings, ConfigError> {
+    let peer = cfg.peer.clone().ok_or_else(|| ConfigError {
+        source_name: "<configuration>".into(),
+        line: None,
+        key: Some("peer".into()),
+        message:
+            "the reverse proxy's address is required: --peer HOST:PORT or `peer = \"HOST:PORT\"`"
+                .into(),
+    })?;
+    let mut s = ForwardSettings::new(peer, load_psk(cfg.psk_file.as_deref())?);
+    s.listen = cfg.listen;
+    s.transport = transport_config(&cfg.transport);
+    s.socks_auth = if cfg.socks_users.is_empty() {
+        ctcp_socks5::AuthPolicy::NoAuth
+    } else {
+        ctcp_socks5::AuthPolicy::UserPass(cfg.socks_users.clone())
+    };
+    s.handshake_timeout = cfg.handshake_timeout;
+    s.open_timeout = cfg.open_timeout;
+    s.drain_timeout = cfg.drain_timeout;
+    s.stats_interval = cfg.stats_interval;
+    Ok(s)
+}
+
+/// Reverse settings from a validated config.
+///
+/// # Errors
+/// If the key cannot be loaded.
+pub fn reverse_settings(cfg: &ReverseConfig) -> Result<ReverseSettings, ConfigError> {
+    let mut s = ReverseSettings::new(load_psk(cfg.psk_file.as_deref())?);
+    s.listen = cfg.listen;
+    s.transport = transport_config(&cfg.transport);
+    s.acl = Acl {
+        rules: cfg
+            .acl
+            .iter()
+            .map(|r| Rule {
+                allow: r.allow,
+                net: r.net,
+                ports: r.ports.clone(),
+            })
+            .collect(),
+        default_allow: cfg.acl_default_allow,
+    };
+    s.connect_timeout = cfg.connect_timeout;
+    s.max_sessions = cfg.max_sessions;
+    s.handshake_rate = cfg.handshake_rate;
+    s.drain_timeout = cfg.drain_timeout;
+    s.stats_interval = cfg.stats_interval;
+    Ok(s)
+}
+
+/// Which config file to re-read on SIGHUP, and how to read its log section.
+#[derive(Debug, Clone)]
+pub struct Reload {
+    /// The file, if one was given.
+    pub path: Option<PathBuf>,
+    /// Parses the file and returns its log settings (validating everything else).
+    pub read_log: fn(&std::path::Path) -> Result<LogConfig, ConfigError>,
+}
+
+/// Tells systemd we are ready, waits for SIGTERM/SIGINT (reloading the log level on
+/// SIGHUP), drains, and returns when the proxy has stopped.
+///
+/// # Errors
+/// If the proxy task failed.
+pub async fn run_until_signalled(
+    running: Running,
+    log: LogHandle,
+    reload: Reload,
+) -> io::Result<()> {
+    let Running {
+        driver,
+        shutdown,
+        done,
+        ..
+    } = running;
+    let (reload_tx, mut reload_rx) = mpsc::unbounded_channel();
+    tokio::spawn(signals::watch_signals(driver, shutdown, reload_tx));
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    let mut done = done;
+    loop {
+        tokio::select! {
+            r = &mut done => {
+                let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+                return r.map_err(io::Error::other)?;
+            }
+            Some(()) = reload_rx.recv() => {
+                let Some(path) = &reload.path else {
+                    tracing::info!("SIGHUP: no configuration file to reload");
+                    continue;
+                };
+                let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
+                match (reload.read_log)(path) {
+                    Ok(l) => match log.reload(filter(&l.level)) {
+                        Ok(()) => tracing::info!(level = %l.level, "configuration reloaded (log level applied; other changes need a restart)"),
+                        Err(e) => tracing::warn!(error = %e, "cannot apply log level"),
+                    },
+                    Err(e) => tracing::error!(error = %e, "configuration not reloaded"),
+                }
+                let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+            }
+        }
+    }
+}
