@@ -491,8 +491,12 @@ impl Connection {
             .cc
             .window()
             .clamp(16, crate::redundancy::MAX_BLOCK as u64) as u32;
-        self.redundancy
-            .repair_ratio(k, self.loss.p(), Some(g), self.rtt.srtt())
+        let p = self.loss.p();
+        let policy = self.redundancy.repair_ratio(k, p, Some(g), self.rtt.srtt());
+        // Wire budget: proactive repair stays near the expected loss (repairs are lost
+        // too, hence p/(1-p)); reactive repair tops up the variance.
+        let budget = if p < 0.5 { 1.1 * p / (1.0 - p) } else { 1.0 };
+        policy.min(budget)
     }
 
     // ----- input -----------------------------------------------------------------------
@@ -803,16 +807,40 @@ impl Connection {
             }
         }
         self.peer_deficit = ack.deficit;
-        self.repair_debt = self.repair_debt.min(ack.deficit);
         if newly_acked > 0 {
             self.cc.on_ack(now, newly_acked, self.in_flight, &self.rtt);
         }
         self.detect_lost(now);
-        self.trim_sent();
+        // Reactive repair: the receiver's deficit, minus repairs already on their way
+        // (sent after the newest packet this ACK reflects), bounds what declared losses
+        // may ask for. Proactive repairs in flight thus cancel reactive ones.
+        // In flight after this ACK: repairs arrive with probability 1-p, but the sources
+        // beside them lose p of their own; only the surplus covers today's deficit.
+        let (repairs, sources) = self.sent_after(ack.largest_pn);
+        let p = self.loss.p();
+        let surplus = (repairs as f64 * (1.0 - p) - sources as f64 * p)
+            .max(0.0)
+            .floor() as u32;
+        self.repair_debt = self.repair_debt.min(ack.deficit).saturating_sub(surplus);
         // Safety net: the receiver lacks symbols and no repair is on its way.
-        if ack.deficit > 0 && self.repair_debt == 0 && !self.repairs_in_flight() {
+        if ack.deficit > 0 && self.repair_debt == 0 && repairs == 0 && !self.repairs_in_flight() {
             self.repair_debt = ack.deficit;
         }
+        self.trim_sent();
+    }
+
+    /// (repairs, sources) still in flight among packets sent after `pn`.
+    fn sent_after(&self, pn: u64) -> (u32, u32) {
+        let from = (pn + 1).saturating_sub(self.sent_base) as usize;
+        let (mut r, mut s) = (0, 0);
+        for p in self.sent.iter().skip(from).filter(|p| p.in_flight) {
+            match p.kind {
+                SentKind::Repair(_) => r += 1,
+                SentKind::Source(_) => s += 1,
+                SentKind::Control => {}
+            }
+        }
+        (r, s)
     }
 
     fn repairs_in_flight(&self) -> bool {

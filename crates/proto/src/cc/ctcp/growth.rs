@@ -28,19 +28,23 @@ pub fn htcp_alpha(delta: Duration) -> f64 {
 }
 
 /// H-TCP's scaling of α for a backoff factor β: `2(1−β)` (1 at β = ½).
-pub(super) fn alpha_scale(beta: f64) -> f64 {
-    2.0 * (1.0 - beta)
+/// H-TCP's RTT scaling of α (α × RTT/100 ms, floored at 0.2): α(Δ) is a per-RTT increase
+/// driven by wall-clock time, so without it a 20 ms flow would add five times as much per
+/// second as a 100 ms one and crowd out Cubic. Long RTTs are not boosted above 1.
+///
+/// (Standard H-TCP also scales by 2(1-β); CTCP's β = RTT_min/RTT is close to 1 whenever
+/// the queue is small, which would all but stop growth after every gentle cut.)
+pub(super) fn alpha_scale(min_rtt: Duration) -> f64 {
+    (min_rtt.as_secs_f64() / 0.1).clamp(0.2, 1.0)
 }
 
-/// Increase per round trip actually applied: scaled α, capped at half the window (and at
-/// least a tiny positive amount so growth never stops).
-pub(super) fn effective_alpha(cwnd: f64, delta: Duration, beta: f64) -> f64 {
-    (htcp_alpha(delta) * alpha_scale(beta)).min((cwnd / 2.0).max(1.0))
+pub(super) fn effective_alpha(cwnd: f64, delta: Duration, scale: f64) -> f64 {
+    (htcp_alpha(delta) * scale).min((cwnd / 2.0).max(1.0))
 }
 
 /// The window after `acked` packets were acknowledged in congestion avoidance:
 /// `cwnd += α/cwnd` per packet (fractions accumulate in the `f64` window).
-pub(super) fn grow(cwnd: f64, acked: u64, delta: Duration, beta: f64) -> f64 {
+pub(super) fn grow(cwnd: f64, acked: u64, delta: Duration, scale: f64) -> f64 {
     let cwnd = cwnd.max(1.0);
-    cwnd + effective_alpha(cwnd, delta, beta) * acked as f64 / cwnd
+    cwnd + effective_alpha(cwnd, delta, scale) * acked as f64 / cwnd
 }

@@ -48,6 +48,8 @@ pub struct Ctcp {
     srtt: Option<Duration>,
     /// Consecutive RTT samples above the slow-start delay threshold.
     ss_rise: u32,
+    /// H-TCP RTT scaling of α, from the latest RTT_min.
+    alpha_scale: f64,
 }
 
 impl Ctcp {
@@ -69,6 +71,7 @@ impl Ctcp {
             ignored_losses: 0,
             srtt: None,
             ss_rise: 0,
+            alpha_scale: 1.0,
         }
     }
 
@@ -96,7 +99,7 @@ impl Ctcp {
 
     /// Current H-TCP increase in packets per round trip at `now` (after scaling and cap).
     pub fn alpha(&self, now: Instant) -> f64 {
-        growth::effective_alpha(self.cwnd, self.delta(now), self.last_beta)
+        growth::effective_alpha(self.cwnd, self.delta(now), self.alpha_scale)
     }
 
     fn delta(&self, now: Instant) -> Duration {
@@ -131,6 +134,9 @@ impl Controller for Ctcp {
 
     fn on_ack(&mut self, now: Instant, acked: u64, in_flight: u64, rtt: &RttEstimator) {
         self.srtt = Some(rtt.srtt());
+        if rtt.has_samples() {
+            self.alpha_scale = growth::alpha_scale(rtt.min_rtt());
+        }
         if self.phase == Phase::SlowStart {
             // HyStart-style: judge the newest samples, not a smoothed or windowed value,
             // which lag a whole round while the window doubles.
@@ -167,7 +173,7 @@ impl Controller for Ctcp {
         }
         self.cwnd = match self.phase {
             Phase::SlowStart => slow_start::grow(self.cwnd, acked),
-            Phase::Growth => growth::grow(self.cwnd, acked, self.delta(now), self.last_beta),
+            Phase::Growth => growth::grow(self.cwnd, acked, self.delta(now), self.alpha_scale),
         };
         self.clamp();
     }

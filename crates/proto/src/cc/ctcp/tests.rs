@@ -168,14 +168,17 @@ fn e_htcp_alpha_values() {
     assert_eq!(a(1.0), 1.0);
     assert!((a(2.0) - 11.25).abs() < 1e-9);
     assert!((a(5.0) - 45.0).abs() < 1e-9);
-    // Scaled by 2(1-β), capped at half the window per RTT.
-    assert!((growth::effective_alpha(1000.0, Duration::from_secs(5), 0.5) - 45.0).abs() < 1e-9);
-    assert!((growth::effective_alpha(1000.0, Duration::from_secs(5), 0.8) - 18.0).abs() < 1e-9);
-    assert!((growth::effective_alpha(20.0, Duration::from_secs(5), 0.5) - 10.0).abs() < 1e-9);
+    // Scaled by RTT/100 ms (floor 0.2, ceiling 1), capped at half the window per RTT.
+    assert!((growth::effective_alpha(1000.0, Duration::from_secs(5), 1.0) - 45.0).abs() < 1e-9);
+    assert!((growth::effective_alpha(1000.0, Duration::from_secs(5), 0.4) - 18.0).abs() < 1e-9);
+    assert_eq!(growth::alpha_scale(Duration::from_millis(20)), 0.2);
+    assert_eq!(growth::alpha_scale(Duration::from_millis(50)), 0.5);
+    assert_eq!(growth::alpha_scale(Duration::from_millis(500)), 1.0);
+    assert!((growth::effective_alpha(20.0, Duration::from_secs(5), 1.0) - 10.0).abs() < 1e-9);
     // cwnd += α/cwnd per acked packet: a full window of ACKs adds ~α.
     let mut w = 100.0;
     for _ in 0..100 {
-        w = growth::grow(w, 1, Duration::from_secs(2), 0.5);
+        w = growth::grow(w, 1, Duration::from_secs(2), 1.0);
     }
     assert!((w - 100.0 - 11.25).abs() < 0.7, "{w}");
 }
@@ -186,7 +189,7 @@ fn e_growth_follows_time_since_backoff() {
     s.round(ms(110), 0.0); // a small standing queue
     s.c.on_congestion_event(s.now, s.now - ms(1), 1, &s.rtt);
     let t0 = s.now;
-    assert!((s.c.alpha(t0) - growth::alpha_scale(s.c.last_beta())).abs() < 1e-9);
+    assert!((s.c.alpha(t0) - growth::alpha_scale(ms(100))).abs() < 1e-9);
     assert!(s.c.alpha(t0 + Duration::from_secs(3)) > 10.0 * s.c.alpha(t0));
 }
 
