@@ -30,7 +30,7 @@ pub(crate) static EXP: [u8; 512] = EXP_LOG.0;
 /// `LOG[a] = log_g(a)`; `LOG[0]` is meaningless and never read.
 pub(crate) static LOG: [u8; 256] = EXP_LOG.1;
 
-const fn slow_mul(a: u8, b: u8) -> u8 {
+pub(crate) const fn slow_mul(a: u8, b: u8) -> u8 {
     let mut a = a as u16;
     let mut b = b;
     let mut p: u16 = 0;

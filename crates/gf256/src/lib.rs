@@ -12,6 +12,7 @@
 
 mod backend;
 mod field;
+mod tables;
 
 pub use backend::Backend;
 pub use field::{checked_inv, div, exp, inv, mul, pow, MUL_TABLE, POLYNOMIAL};

@@ -1,6 +1,10 @@
 //! Backend selection: one table of kernel functions, chosen once at first use.
 
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx2;
 pub(crate) mod scalar;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod ssse3;
 
 use std::sync::OnceLock;
 
@@ -10,6 +14,10 @@ use std::sync::OnceLock;
 pub enum Backend {
     /// Portable table-driven reference code.
     Scalar,
+    /// x86-64 SSSE3: 16-byte PSHUFB split-nibble kernels.
+    Ssse3,
+    /// x86-64 AVX2: 32-byte VPSHUFB kernels with one-pass multi-source/-output forms.
+    Avx2,
 }
 
 impl Backend {
@@ -17,25 +25,60 @@ impl Backend {
     pub fn name(self) -> &'static str {
         match self {
             Backend::Scalar => "scalar",
+            Backend::Ssse3 => "ssse3",
+            Backend::Avx2 => "avx2",
         }
     }
 
     /// Every backend this build knows, whether or not the CPU supports it.
     pub fn all() -> &'static [Backend] {
-        &[Backend::Scalar]
+        &[Backend::Scalar, Backend::Ssse3, Backend::Avx2]
     }
 
     /// Whether this CPU can run the backend.
     pub fn is_supported(self) -> bool {
         match self {
             Backend::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Backend::Ssse3 => ssse3::supported(),
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx2 => avx2::supported(),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
         }
     }
 
     /// The kernels of this backend, or `None` if the CPU lacks the instructions.
     pub(crate) fn kernels(self) -> Option<Kernels> {
+        if !self.is_supported() {
+            return None;
+        }
         match self {
             Backend::Scalar => Some(Kernels::SCALAR),
+            #[cfg(target_arch = "x86_64")]
+            Backend::Ssse3 => Some(Kernels {
+                backend: Backend::Ssse3,
+                add: ssse3::add,
+                mul_add: ssse3::mul_add,
+                mul: ssse3::mul_slice,
+                scale: ssse3::scale,
+                dot_add: ssse3::dot_add,
+                mad_multi: ssse3::mad_multi,
+                dot_add_multi: ssse3::dot_add_multi,
+            }),
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx2 => Some(Kernels {
+                backend: Backend::Avx2,
+                add: avx2::add,
+                mul_add: avx2::mul_add,
+                mul: avx2::mul_slice,
+                scale: avx2::scale,
+                dot_add: avx2::dot_add,
+                mad_multi: avx2::mad_multi,
+                dot_add_multi: avx2::dot_add_multi,
+            }),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => None,
         }
     }
 }

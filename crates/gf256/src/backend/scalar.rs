@@ -45,3 +45,12 @@ pub(crate) fn scale_slice(buf: &mut [u8], c: u8) {
         *b = row[*b as usize];
     }
 }
+
+/// `dst ^= c·src` for any `c`, including 0 and 1.
+pub(crate) fn mul_add_any(dst: &mut [u8], src: &[u8], c: u8) {
+    match c {
+        0 => {}
+        1 => add_slice(dst, src),
+        c => mul_add_slice(dst, src, c),
+    }
+}
