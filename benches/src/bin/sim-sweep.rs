@@ -65,8 +65,13 @@ fn main() -> anyhow::Result<()> {
     let mut run = |scenario: &str, rtt: u64, loss: f64, link: LinkSpec| -> anyhow::Result<()> {
         let seed = Seed(0x5eed ^ rtt ^ (loss * 1e4) as u64);
         let deadline = Duration::from_secs(600);
-        let r = run_transfer(&link, TransportConfig::default(), total, seed, deadline)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        // A small send buffer, so the delay figure measures the transport, not app queueing.
+        let cfg = TransportConfig {
+            stream_send_buffer: 64 << 10,
+            ..TransportConfig::default()
+        };
+        let r =
+            run_transfer(&link, cfg, total, seed, deadline).map_err(|e| anyhow::anyhow!("{e}"))?;
         let eff = r.goodput_bps / (RATE as f64 * (1.0 - loss));
         let t90 = r.time_to_90pct.map(|d| d.as_secs_f64());
         println!(

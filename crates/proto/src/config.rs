@@ -52,7 +52,7 @@ impl Default for TransportConfig {
             max_ack_delay: Duration::from_millis(5),
             stream_window: 8 << 20,
             session_window: 32 << 20,
-            stream_send_buffer: 1 << 20,
+            stream_send_buffer: 256 << 10,
             max_streams: 4096,
             congestion: ControllerKind::Ctcp,
             max_rate_bps: None,

@@ -172,7 +172,7 @@ impl CtcpPeer {
                         Err(_) => return,
                     },
                 };
-                while *written < *total {
+                while *written < *total && c.is_writable(id) {
                     let n = ((*total - *written) as usize).min(self.scratch.len());
                     fill_pattern(*written, &mut self.scratch[..n]);
                     match c.write(id, &self.scratch[..n]) {

@@ -1,21 +1,124 @@
-//! ctcp over the simulated link: integrity, goodput and efficiency in virtual time.
+//! ctcp over the simulated link: integrity, goodput and overhead in virtual time.
+//! Thresholds are regression guards; the full grid and targets are in BENCHMARKS.md
+//! (`cargo run --release -p ctcp-benches --bin sim-sweep`).
 
 use ctcp_proto::TransportConfig;
-use ctcp_sim::ctcp::run_transfer;
-use ctcp_sim::{LinkSpec, Seed};
+use ctcp_sim::ctcp::{run_fairness, run_transfer};
+use ctcp_sim::{jain, LinkSpec, LossModel, Seed};
 use std::time::Duration;
 
+const RATE: u64 = 10_000_000;
+
+fn efficiency(goodput: f64, loss: f64) -> f64 {
+    goodput / (RATE as f64 * (1.0 - loss))
+}
+
 #[test]
-fn clean_link_small_transfer() {
-    let link = LinkSpec::new(10_000_000, Duration::from_millis(100));
+fn clean_link_small_transfer_has_no_repair_overhead() {
+    let link = LinkSpec::new(RATE, Duration::from_millis(100));
     let r = run_transfer(
         &link,
         TransportConfig::default(),
-        2_000_000,
+        5_000_000,
         Seed::from_env_or(1),
         Duration::from_secs(60),
     )
     .unwrap();
     println!("{r:?}");
     assert!(r.bytes_ok);
+    assert!(
+        r.repair_overhead <= 0.02,
+        "repair overhead {} on a clean link",
+        r.repair_overhead
+    );
+    assert!(
+        efficiency(r.goodput_bps, 0.0) >= 0.85,
+        "efficiency {}",
+        efficiency(r.goodput_bps, 0.0)
+    );
+}
+
+/// The design's headline case: 20 MB over a 500 ms, 20 %-loss satellite link.
+#[test]
+fn twenty_megabytes_over_500ms_with_20_percent_loss() {
+    let link = LinkSpec::new(RATE, Duration::from_millis(500)).loss(LossModel::Bernoulli(0.2));
+    let r = run_transfer(
+        &link,
+        TransportConfig::default(),
+        20_000_000,
+        Seed::from_env_or(0x5eed),
+        Duration::from_secs(300),
+    )
+    .unwrap();
+    let eff = efficiency(r.goodput_bps, 0.2);
+    println!(
+        "efficiency {eff:.3}, repair overhead {:.3}, wire/goodput {:.3}",
+        r.repair_overhead, r.wire_per_goodput
+    );
+    assert!(r.bytes_ok, "transfer not byte-exact");
+    // Kernel Cubic gets ~0.3 % of the link here; guard the current level (see BENCHMARKS.md).
+    assert!(eff >= 0.55, "efficiency {eff}");
+    assert!(
+        r.wire_per_goodput <= 1.05 / 0.8 * 1.1,
+        "wire/goodput {}",
+        r.wire_per_goodput
+    );
+}
+
+#[test]
+fn thirty_percent_loss_with_reordering_duplication_and_corruption_is_byte_exact() {
+    let link = LinkSpec::new(RATE, Duration::from_millis(100))
+        .loss(LossModel::Bernoulli(0.3))
+        .reorder(0.05, Duration::from_millis(20))
+        .duplicate(0.02)
+        .corrupt(0.01);
+    let r = run_transfer(
+        &link,
+        TransportConfig::default(),
+        3_000_000,
+        Seed::from_env_or(3),
+        Duration::from_secs(300),
+    )
+    .unwrap();
+    println!("{r:?}");
+    assert!(r.bytes_ok, "transfer not byte-exact");
+}
+
+#[test]
+fn bursty_loss_is_byte_exact() {
+    let link = LinkSpec::new(RATE, Duration::from_millis(100)).loss(LossModel::Gilbert {
+        mean: 0.05,
+        burst: 4.0,
+    });
+    let r = run_transfer(
+        &link,
+        TransportConfig::default(),
+        5_000_000,
+        Seed::from_env_or(4),
+        Duration::from_secs(120),
+    )
+    .unwrap();
+    assert!(r.bytes_ok);
+    assert!(
+        efficiency(r.goodput_bps, 0.05) >= 0.7,
+        "efficiency {}",
+        efficiency(r.goodput_bps, 0.05)
+    );
+}
+
+#[test]
+fn shares_a_bottleneck_fairly_with_cubic() {
+    let (a, b) = run_fairness(
+        5_000_000,
+        Duration::from_millis(20),
+        TransportConfig::default(),
+        Seed::from_env_or(27),
+        Duration::from_secs(20),
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    let j = jain(&[a, b]);
+    println!("ctcp {a:.0} bit/s, cubic {b:.0} bit/s, Jain {j:.3}");
+    assert!(j >= 0.9, "Jain {j}");
+    assert!(a + b >= 0.85 * 5e6, "link underused: {}", a + b);
 }
