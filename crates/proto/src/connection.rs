@@ -144,6 +144,14 @@ pub struct ConnectionStats {
     pub round_min: Duration,
     /// Whether the congestion controller is in slow start.
     pub slow_start: bool,
+    /// Packets in flight.
+    pub in_flight: u64,
+    /// Repairs owed to the peer right now.
+    pub repair_debt: u32,
+    /// The peer's last reported decoder deficit.
+    pub peer_deficit: u32,
+    /// Source symbols sent and not yet acknowledged in order.
+    pub unacked_symbols: u64,
     /// Congestion window in packets.
     pub cwnd: u64,
     /// Short-term loss estimate.
@@ -472,6 +480,10 @@ impl Connection {
         s.min_rtt = self.rtt.min_rtt();
         s.round_min = self.rtt.round_min();
         s.slow_start = self.cc.in_slow_start();
+        s.in_flight = self.in_flight;
+        s.repair_debt = self.repair_debt;
+        s.peer_deficit = self.peer_deficit;
+        s.unacked_symbols = self.encoder.len() as u64;
         s.cwnd = self.cc.window();
         s.loss = self.loss.short();
         s.repair_ratio = self.current_repair_ratio();
@@ -821,7 +833,16 @@ impl Connection {
         let surplus = (repairs as f64 * (1.0 - p) - sources as f64 * p)
             .max(0.0)
             .floor() as u32;
-        self.repair_debt = self.repair_debt.min(ack.deficit).saturating_sub(surplus);
+        // The peer's deficit cannot count symbols it never saw (a lost tail); those are
+        // owed too when our own loss detection declared them lost.
+        let unseen = self
+            .encoder
+            .next_id()
+            .saturating_sub(ack.highest_seen.max(self.peer_next_in_order));
+        let cap = ack
+            .deficit
+            .saturating_add(u32::try_from(unseen).unwrap_or(u32::MAX));
+        self.repair_debt = self.repair_debt.min(cap).saturating_sub(surplus);
         // Safety net: the receiver lacks symbols and no repair is on its way.
         if ack.deficit > 0 && self.repair_debt == 0 && repairs == 0 && !self.repairs_in_flight() {
             self.repair_debt = ack.deficit;
@@ -915,7 +936,9 @@ impl Connection {
     // ----- timers ----------------------------------------------------------------------
 
     fn pto(&self) -> Duration {
-        self.rtt.pto(self.config.max_ack_delay) * 2u32.saturating_pow(self.pto_count.min(6))
+        // Capped at 8x: on a lossy link a probe is itself lost often, and a tail symbol
+        // (e.g. the one carrying flow-control credit) must not wait tens of seconds.
+        self.rtt.pto(self.config.max_ack_delay) * 2u32.saturating_pow(self.pto_count.min(3))
     }
 
     /// When [`Connection::handle_timeout`] must be called next.
@@ -983,7 +1006,9 @@ impl Connection {
         {
             // Tail loss probe: one repair covering everything unacknowledged.
             self.pto_count += 1;
-            self.repair_debt = self.repair_debt.max(1);
+            // Two probes when loss is significant, so one loss does not cost another PTO.
+            let probes = if self.loss.p() > 0.05 { 2 } else { 1 };
+            self.repair_debt = self.repair_debt.max(probes);
             self.last_ack_eliciting_sent = Some(now);
             if self.encoder.is_empty() {
                 self.ping_pending = true;
@@ -1014,7 +1039,16 @@ impl Connection {
                 }
                 buf.extend_from_slice(initiate);
                 *attempts += 1;
-                *next_send = now + Duration::from_millis(250) * 2u32.pow((*attempts).min(4));
+                // A second copy right away (each draws an ACCEPT), so one lost datagram on a
+                // lossy link does not cost a timeout; then gentle backoff, capped at 3 s.
+                let wait = if *attempts == 1 {
+                    Duration::from_millis(20)
+                } else {
+                    Duration::from_millis(300)
+                        .mul_f64(1.5f64.powi((*attempts as i32 - 2).min(6)))
+                        .min(Duration::from_secs(3))
+                };
+                *next_send = now + wait;
                 return Some(self.transmit(buf));
             }
             State::Closing { remaining_sends } => {

@@ -16,7 +16,8 @@ fn main() {
     } else {
         LossModel::None
     });
-    let mut sim = Sim::with_seed(Seed(1));
+    let seed: u64 = a.get(4).map_or(1, |s| s.parse().unwrap());
+    let mut sim = Sim::with_seed(Seed(seed));
     let start = sim.now();
     let (f, r) = sim.add_link(&link);
     let cfg = TransportConfig::default();
@@ -31,10 +32,21 @@ fn main() {
         let s = sim.client::<CtcpPeer>(flow).unwrap().stats().unwrap();
         let got = rx.delivery.bytes_ok;
         println!(
-            "t={:6.2} rate={:6.2}Mb cwnd={:5} srtt={:6.1} min={:6.1} rmin={:6.1} ss={} lost={:6} src={:6} rep={:6} loss={:.3} ratio={:.3}",
+            "t={:6.2} rate={:6.2}Mb cwnd={:5} srtt={:6.1} min={:6.1} rmin={:6.1} ss={} lost={:6} src={:6} rep={:6} loss={:.3} ratio={:.3} inflight={} debt={} pdef={} unacked={}",
             (step * i).as_secs_f64(),
             (got - last) as f64 * 8.0 / step.as_secs_f64() / 1e6,
-            s.cwnd, s.srtt.as_secs_f64() * 1e3, s.min_rtt.as_secs_f64() * 1e3, s.round_min.as_secs_f64() * 1e3, s.slow_start as u8, s.lost, s.source_sent, s.repair_sent, s.loss, s.repair_ratio
+            s.cwnd, s.srtt.as_secs_f64() * 1e3, s.min_rtt.as_secs_f64() * 1e3, s.round_min.as_secs_f64() * 1e3, s.slow_start as u8, s.lost, s.source_sent, s.repair_sent, s.loss, s.repair_ratio, s.in_flight, s.repair_debt, s.peer_deficit, s.unacked_symbols
+        );
+        let rs = rx.stats().unwrap();
+        println!(
+            "      rx: got={} src_sent={} unacked={} inflight={} cwnd={} debt={} pdef={}",
+            got,
+            rs.source_sent,
+            rs.unacked_symbols,
+            rs.in_flight,
+            rs.cwnd,
+            rs.repair_debt,
+            rs.peer_deficit
         );
         last = got;
         if rx.delivery.finished {
