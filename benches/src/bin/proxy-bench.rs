@@ -1,0 +1,183 @@
+//! Measures the real ctcp-forward and ctcp-reverse binaries as separate processes on
+//! loopback: one bulk transfer's rate and each proxy's CPU seconds, then N concurrent
+//! streams and each proxy's peak RSS. Every transfer is SHA-256 checked.
+//! `cargo build --release -p ctcp-forward -p ctcp-reverse && \
+//!  cargo run --release -p ctcp-benches --bin proxy-bench [-- MB STREAMS]`
+
+use anyhow::{bail, Context};
+use ctcp_benches::{checksum_sink, fill_block, socks_connect};
+use sha2::{Digest, Sha256};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+
+struct Proc(Child);
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// (user + system CPU seconds, RSS kB) of a process from /proc.
+fn usage(pid: u32) -> anyhow::Result<(f64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let after = stat.rsplit_once(')').context("stat format")?.1;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let tick = 100.0; // USER_HZ on Linux
+    let cpu = (f[11].parse::<f64>()? + f[12].parse::<f64>()?) / tick;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let rss = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    Ok((cpu, rss))
+}
+
+fn bin(name: &str) -> anyhow::Result<PathBuf> {
+    let p = std::env::current_exe()?.with_file_name(name);
+    if !p.exists() {
+        bail!(
+            "{} not found: build it with `cargo build --release -p {name}`",
+            p.display()
+        );
+    }
+    Ok(p)
+}
+
+async fn push(
+    socks: std::net::SocketAddr,
+    sink: std::net::SocketAddr,
+    bytes: u64,
+    seed: u64,
+) -> anyhow::Result<[u8; 32]> {
+    let mut c = socks_connect(socks, sink).await?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 256 << 10];
+    let mut done = 0;
+    let mut i = seed << 32;
+    while done < bytes {
+        let n = ((bytes - done) as usize).min(buf.len());
+        fill_block(i, &mut buf[..n]);
+        h.update(&buf[..n]);
+        c.write_all(&buf[..n]).await?;
+        done += n as u64;
+        i += 1;
+    }
+    c.shutdown().await?;
+    Ok(h.finalize().into())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mb: u64 = std::env::args().nth(1).map_or(Ok(100), |s| s.parse())?;
+    let streams: usize = std::env::args().nth(2).map_or(Ok(1000), |s| s.parse())?;
+    let dir = std::env::temp_dir().join(format!("ctcp-proxy-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let key = dir.join("psk");
+    std::fs::write(&key, "7c".repeat(32))?;
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0")?.local_addr()?;
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let quiet = || Stdio::null();
+    let rev = Proc(
+        Command::new(bin("ctcp-reverse")?)
+            .args(["--listen", &udp.to_string(), "--psk-file"])
+            .arg(&key)
+            .args(["--log-level", "warn"])
+            .stderr(quiet())
+            .spawn()?,
+    );
+    let fwd = Proc(
+        Command::new(bin("ctcp-forward")?)
+            .args([
+                "--listen",
+                &tcp.to_string(),
+                "--peer",
+                &udp.to_string(),
+                "--psk-file",
+            ])
+            .arg(&key)
+            .args(["--log-level", "warn", "--max-streams", "4096"])
+            .stderr(quiet())
+            .spawn()?,
+    );
+    let (sink, mut results) = checksum_sink().await?;
+    // Wait until the SOCKS port answers and the tunnel carries a stream.
+    let deadline = ctcp_runtime::clock::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(Ok(d)) = tokio::time::timeout(Duration::from_secs(2), push(tcp, sink, 1, 0)).await
+        {
+            let (_, got) = results.recv().await.context("sink")?;
+            if got != d {
+                bail!("warm-up checksum mismatch");
+            }
+            break;
+        }
+        if ctcp_runtime::clock::now() > deadline {
+            bail!("proxies did not come up");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let total = mb * 1_048_576;
+    let (f0, _) = usage(fwd.0.id())?;
+    let (r0, _) = usage(rev.0.id())?;
+    let t = ctcp_runtime::clock::now();
+    let sent = push(tcp, sink, total, 1).await?;
+    let (n, got) = results.recv().await.context("sink")?;
+    let secs = t.elapsed().as_secs_f64();
+    if n != total || got != sent {
+        bail!("bulk transfer corrupted: {n} of {total} bytes");
+    }
+    let (f1, _) = usage(fwd.0.id())?;
+    let (r1, _) = usage(rev.0.id())?;
+    println!(
+        "bulk: {mb} MiB in {secs:.2} s = {:.1} MB/s; CPU per 100 MiB: forward {:.2} s, reverse {:.2} s, both {:.2} s; SHA-256 ok",
+        total as f64 / secs / 1e6,
+        (f1 - f0) * 100.0 / mb as f64,
+        (r1 - r0) * 100.0 / mb as f64,
+        (f1 - f0 + r1 - r0) * 100.0 / mb as f64
+    );
+
+    // Many concurrent streams, each 64 KiB, all held open at once.
+    let per = 64 * 1024u64;
+    let t = ctcp_runtime::clock::now();
+    let mut tasks = Vec::with_capacity(streams);
+    for s in 0..streams {
+        tasks.push(tokio::spawn(push(tcp, sink, per, 1000 + s as u64)));
+    }
+    let mut want = std::collections::HashMap::new();
+    for task in tasks {
+        let d = task.await??;
+        *want.entry(d).or_insert(0) += 1;
+    }
+    for _ in 0..streams {
+        let (n, d) = tokio::time::timeout(Duration::from_secs(60), results.recv())
+            .await?
+            .context("sink")?;
+        if n != per
+            || want
+                .get_mut(&d)
+                .map(|c| {
+                    *c -= 1;
+                    *c
+                })
+                .is_none()
+        {
+            bail!("stream corrupted");
+        }
+    }
+    let (_, frss) = usage(fwd.0.id())?;
+    let (_, rrss) = usage(rev.0.id())?;
+    println!(
+        "{streams} concurrent streams x 64 KiB in {:.2} s, all SHA-256 ok; peak RSS forward {} MB, reverse {} MB",
+        t.elapsed().as_secs_f64(),
+        frss / 1024,
+        rrss / 1024
+    );
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
