@@ -1,0 +1,328 @@
+//! Real sockets on loopback: the forward and reverse roles in one process, real TCP
+//! clients and servers around them. Ports are 0, readiness is awaited, every wait has a
+//! deadline, every transfer is SHA-256 checked.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+use ctcp_proto::Psk;
+use ctcp_runtime::{
+    start_forward, start_reverse, Acl, ForwardSettings, ReverseSettings, Rule, Running,
+};
+use sha2::{Digest, Sha256};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const T: Duration = Duration::from_secs(30);
+
+struct Pair {
+    fwd: Running,
+    rev: Running,
+}
+
+async fn pair_with(
+    key_f: &[u8],
+    key_r: &[u8],
+    acl: Acl,
+    tweak: impl FnOnce(&mut ForwardSettings, &mut ReverseSettings),
+) -> Pair {
+    let mut rs = ReverseSettings::new(Psk::new(key_r).unwrap());
+    rs.listen = "127.0.0.1:0".parse().unwrap();
+    rs.acl = acl;
+    rs.connect_timeout = Duration::from_secs(3);
+    let mut fs = ForwardSettings::new("127.0.0.1:1", Psk::new(key_f).unwrap());
+    fs.listen = "127.0.0.1:0".parse().unwrap();
+    tweak(&mut fs, &mut rs);
+    let rev = start_reverse(rs).await.unwrap();
+    fs.peer = rev.local_addr.to_string();
+    let fwd = start_forward(fs).await.unwrap();
+    Pair { fwd, rev }
+}
+
+async fn pair() -> Pair {
+    pair_with(&[7; 32], &[7; 32], Acl::default(), |_, _| {}).await
+}
+
+/// SOCKS5 CONNECT; returns the stream or the reply code.
+async fn socks(proxy: SocketAddr, atyp_addr: &[u8], port: u16, cmd: u8) -> Result<TcpStream, u8> {
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    s.write_all(&[5, 1, 0]).await.unwrap();
+    let mut m = [0u8; 2];
+    s.read_exact(&mut m).await.unwrap();
+    assert_eq!(m, [5, 0]);
+    let mut req = vec![5, cmd, 0];
+    req.extend_from_slice(atyp_addr);
+    req.extend_from_slice(&port.to_be_bytes());
+    s.write_all(&req).await.unwrap();
+    let mut head = [0u8; 4];
+    s.read_exact(&mut head).await.unwrap();
+    let rest = if head[3] == 4 { 18 } else { 6 };
+    let mut skip = vec![0u8; rest];
+    s.read_exact(&mut skip).await.unwrap();
+    if head[1] == 0 {
+        Ok(s)
+    } else {
+        Err(head[1])
+    }
+}
+
+fn v4(a: SocketAddr) -> Vec<u8> {
+    match a {
+        SocketAddr::V4(a) => [&[1u8][..], &a.ip().octets()].concat(),
+        SocketAddr::V6(_) => unreachable!("tests use IPv4 loopback"),
+    }
+}
+
+fn domain(name: &str) -> Vec<u8> {
+    [&[3u8, name.len() as u8][..], name.as_bytes()].concat()
+}
+
+fn pattern(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Echo server: reads to EOF, echoes everything, then closes (exercises half-close).
+async fn echo_server() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let a = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let (mut r, mut w) = c.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+                let _ = w.shutdown().await;
+            });
+        }
+    });
+    a
+}
+
+async fn round_trip(proxy: SocketAddr, target: SocketAddr, data: &[u8]) -> Vec<u8> {
+    let s = socks(proxy, &v4(target), target.port(), 1)
+        .await
+        .expect("connect ok");
+    let (mut r, mut w) = s.into_split();
+    let data = data.to_vec();
+    let writer = tokio::spawn(async move {
+        w.write_all(&data).await.unwrap();
+        w.shutdown().await.unwrap();
+    });
+    let mut back = Vec::new();
+    r.read_to_end(&mut back).await.unwrap();
+    writer.await.unwrap();
+    back
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_transfer_is_byte_exact() {
+    let p = pair().await;
+    let echo = echo_server().await;
+    let data = pattern(1, 20 << 20);
+    let back = tokio::time::timeout(T, round_trip(p.fwd.local_addr, echo, &data))
+        .await
+        .expect("no hang");
+    assert_eq!(back.len(), data.len());
+    assert_eq!(Sha256::digest(&back), Sha256::digest(&data));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_concurrent_streams_are_byte_exact() {
+    let p = pair().await;
+    let echo = echo_server().await;
+    let mut tasks = Vec::new();
+    for i in 0..200u64 {
+        let proxy = p.fwd.local_addr;
+        tasks.push(tokio::spawn(async move {
+            let data = pattern(100 + i, 16 * 1024 + (i as usize * 997) % 65536);
+            let back = round_trip(proxy, echo, &data).await;
+            assert_eq!(Sha256::digest(&back), Sha256::digest(&data), "stream {i}");
+        }));
+    }
+    tokio::time::timeout(T, async {
+        for t in tasks {
+            t.await.unwrap();
+        }
+    })
+    .await
+    .expect("no hang");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn socks_reply_codes() {
+    let deny = Rule {
+        allow: false,
+        net: "127.0.0.3/32".parse().unwrap(),
+        ports: 0..=65535,
+    };
+    let p = pair_with(
+        &[7; 32],
+        &[7; 32],
+        Acl {
+            rules: vec![deny],
+            default_allow: true,
+        },
+        |_, _| {},
+    )
+    .await;
+    let proxy = p.fwd.local_addr;
+    // A closed port: bind then drop to get one nobody listens on.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let echo = echo_server().await;
+    let r = tokio::time::timeout(T, async {
+        (
+            socks(proxy, &v4(closed), closed.port(), 1).await.err(),
+            socks(proxy, &domain("nonexistent.invalid"), 80, 1)
+                .await
+                .err(),
+            socks(proxy, &[1, 127, 0, 0, 3], 80, 1).await.err(),
+            socks(proxy, &v4(echo), echo.port(), 2).await.err(),
+            socks(proxy, &domain("localhost"), echo.port(), 1)
+                .await
+                .err(),
+        )
+    })
+    .await
+    .expect("no hang");
+    assert_eq!(r.0, Some(0x05), "refused");
+    assert_eq!(r.1, Some(0x04), "unresolvable name");
+    assert_eq!(r.2, Some(0x02), "ACL denied");
+    assert_eq!(r.3, Some(0x07), "BIND not supported");
+    assert_eq!(r.4, None, "a name the reverse side resolves connects");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_psk_gets_a_failure_reply_and_no_session() {
+    let p = pair_with(&[7; 32], &[8; 32], Acl::default(), |f, _| {
+        f.open_timeout = Duration::from_secs(2);
+        f.transport.handshake_timeout = Duration::from_secs(1);
+    })
+    .await;
+    let echo = echo_server().await;
+    let r = tokio::time::timeout(T, socks(p.fwd.local_addr, &v4(echo), echo.port(), 1))
+        .await
+        .expect("no hang");
+    assert_eq!(r.err(), Some(0x01));
+    assert!(
+        p.rev.driver.stats().is_empty(),
+        "the reverse side must not keep a session"
+    );
+    assert!(
+        p.rev.driver.drops().bad_handshake > 0,
+        "bad handshakes are counted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reverse_stream_tasks_dying_mid_transfer_end_the_client_connection() {
+    let p = pair_with(&[7; 32], &[7; 32], Acl::default(), |f, _| {
+        f.transport.idle_timeout = Duration::from_secs(2);
+        f.transport.keepalive = Duration::from_millis(500);
+    })
+    .await;
+    // A server that accepts and reads forever.
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let target = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                while matches!(c.read(&mut buf).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
+    let mut s = socks(p.fwd.local_addr, &v4(target), target.port(), 1)
+        .await
+        .expect("connect ok");
+    let _keep_forward = &p.fwd;
+    s.write_all(&pattern(5, 1 << 20)).await.unwrap();
+    // Kill the reverse role's tasks (its target connections drop without a graceful
+    // close; the UDP driver task keeps running, so this is not a whole-process crash).
+    p.rev.done.abort();
+    let Running { driver, .. } = p.rev;
+    drop(driver);
+    let started = ctcp_runtime::clock::now();
+    let (mut rd, mut wr) = s.into_split();
+    let outcome = tokio::time::timeout(Duration::from_secs(15), async {
+        let chunk = vec![0u8; 64 * 1024];
+        let mut buf = [0u8; 1024];
+        loop {
+            tokio::select! {
+                w = wr.write_all(&chunk) => if w.is_err() { return "write error" },
+                r = rd.read(&mut buf) => match r { Ok(0) => return "eof", Err(_) => return "read error", Ok(_) => {} },
+            }
+        }
+    })
+    .await;
+    assert!(
+        outcome.is_ok(),
+        "client connection hung after the reverse proxy died"
+    );
+    assert!(started.elapsed() < Duration::from_secs(15));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curl_socks5_hostname_fetches_a_file() {
+    if std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("curl not installed; skipping (CI installs it)");
+        return;
+    }
+    let p = pair().await;
+    let body = pattern(9, 3 << 20);
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let web = l.local_addr().unwrap();
+    let served = body.clone();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = l.accept().await {
+            let served = served.clone();
+            tokio::spawn(async move {
+                let mut req = vec![0u8; 4096];
+                let _ = c.read(&mut req).await;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    served.len()
+                );
+                let _ = c.write_all(head.as_bytes()).await;
+                let _ = c.write_all(&served).await;
+                let _ = c.shutdown().await;
+            });
+        }
+    });
+    let proxy = p.fwd.local_addr;
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("curl")
+            .args([
+                "-s",
+                "--max-time",
+                "20",
+                "--socks5-hostname",
+                &proxy.to_string(),
+                &format!("http://localhost:{}/file", web.port()),
+            ])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "curl failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(Sha256::digest(&out.stdout), Sha256::digest(&body));
+}
