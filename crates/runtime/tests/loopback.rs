@@ -326,3 +326,120 @@ async fn curl_socks5_hostname_fetches_a_file() {
     );
     assert_eq!(Sha256::digest(&out.stdout), Sha256::digest(&body));
 }
+
+fn have(tool: &str) -> bool {
+    std::process::Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok()
+}
+
+/// The design's headline use: `proxychains4 rsync` of a tree through the pair, from a local
+/// rsync daemon, checked file by file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxychains_rsync_tree_is_byte_exact() {
+    if !have("proxychains4") || !have("rsync") {
+        eprintln!("proxychains4 or rsync not installed; skipping (CI installs them)");
+        return;
+    }
+    let p = pair().await;
+    let root = std::env::temp_dir().join(format!("ctcp-rsync-{}", std::process::id()));
+    let (src, dst) = (root.join("src"), root.join("dst"));
+    std::fs::create_dir_all(src.join("a/b/c")).unwrap();
+    std::fs::create_dir_all(&dst).unwrap();
+    std::fs::write(src.join("big.bin"), pattern(11, 50 << 20)).unwrap();
+    for i in 0..1000u64 {
+        std::fs::write(
+            src.join(format!("a/b/c/f{i}.txt")),
+            pattern(1000 + i, (i as usize * 37) % 4000),
+        )
+        .unwrap();
+    }
+    // The daemon listens on 127.0.0.2 (proxychains exempts nothing by default, but keep it
+    // distinct from the proxy's own address).
+    let port = TcpListener::bind("127.0.0.2:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let conf = root.join("rsyncd.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "use chroot = no\nuid = root\ngid = root\n[mod]\npath = {}\nread only = no\n",
+            dst.display()
+        ),
+    )
+    .unwrap();
+    let mut daemon = std::process::Command::new("rsync")
+        .args([
+            "--daemon",
+            "--no-detach",
+            "--address",
+            "127.0.0.2",
+            "--port",
+            &port.to_string(),
+            "--config",
+        ])
+        .arg(&conf)
+        .spawn()
+        .unwrap();
+    let pc = root.join("proxychains.conf");
+    std::fs::write(
+        &pc,
+        format!(
+            "strict_chain\nquiet_mode\nproxy_dns\n[ProxyList]\nsocks5 127.0.0.1 {}\n",
+            p.fwd.local_addr.port()
+        ),
+    )
+    .unwrap();
+    // Wait for the daemon to listen.
+    let deadline = ctcp_runtime::clock::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.2", port)).await.is_err() {
+        assert!(
+            ctcp_runtime::clock::now() < deadline,
+            "rsync daemon did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (src2, pc2) = (src.clone(), pc.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("proxychains4")
+            .arg("-q")
+            .arg("-f")
+            .arg(&pc2)
+            .args(["rsync", "-a", "--timeout=30"])
+            .arg(format!("{}/", src2.display()))
+            .arg(format!("rsync://127.0.0.2:{port}/mod/"))
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    assert!(
+        out.status.success(),
+        "rsync failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut files = 0;
+    let mut stack = vec![src.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path.strip_prefix(&src).unwrap();
+                let a = std::fs::read(&path).unwrap();
+                let b = std::fs::read(dst.join(rel)).unwrap_or_default();
+                assert_eq!(Sha256::digest(&a), Sha256::digest(&b), "{}", rel.display());
+                files += 1;
+            }
+        }
+    }
+    assert_eq!(files, 1001);
+    std::fs::remove_dir_all(&root).unwrap();
+}
