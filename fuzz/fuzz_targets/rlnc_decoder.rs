@@ -14,7 +14,8 @@ fuzz_target!(|data: &[u8]| {
         }
         let id = u64::from(u16::from_le_bytes([op[1], op[2]]));
         let count = u16::from_le_bytes([op[3], op[4]]);
-        let body: Vec<u8> = it.next().unwrap_or(&[]).iter().cycle().take(CFG.symbol_size).copied().collect();
+        let mut body: Vec<u8> = it.next().unwrap_or(&[]).iter().cycle().take(CFG.symbol_size).copied().collect();
+        body.resize(CFG.symbol_size, 0);
         match op[0] % 4 {
             0 => {
                 let _ = dec.receive_source(id, &body[..(op[5] as usize % CFG.symbol_size)]);
