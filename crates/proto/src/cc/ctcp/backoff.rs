@@ -31,7 +31,10 @@ pub(super) const BETA_MAX: f64 = 0.98;
 /// CTCP's gate: whether the path shows queueing delay right now.
 pub(super) fn queueing(rtt: &RttEstimator) -> bool {
     let min = rtt.min_rtt();
-    rtt.srtt() > min + SRTT_QUEUE || rtt.round_min() > min + ROUND_MIN_QUEUE
+    // CTCP's fixed 5 ms / 2 ms are ~1 % of a satellite RTT, where pacing alone makes
+    // queues that large; scale them with RTT_min (4 % / 2 %) on long paths.
+    rtt.srtt() > min + SRTT_QUEUE.max(min / 25)
+        || rtt.round_min() > min + ROUND_MIN_QUEUE.max(min / 50)
 }
 
 /// `β = min_rtt / current`, clamped to `[BETA_MIN, BETA_MAX]`.

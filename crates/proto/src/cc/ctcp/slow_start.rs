@@ -9,7 +9,7 @@ use std::time::Duration;
 /// Smallest delay rise that ends slow start (HyStart's lower clamp).
 pub(super) const MIN_DELAY_RISE: Duration = Duration::from_millis(4);
 /// Largest delay rise needed to end slow start (HyStart's upper clamp).
-pub(super) const MAX_DELAY_RISE: Duration = Duration::from_millis(16);
+pub(super) const MAX_DELAY_RISE: Duration = Duration::from_millis(64);
 
 /// The queueing delay that ends slow start at this minimum RTT:
 /// `clamp(min_rtt / 8, 4 ms, 16 ms)`.

@@ -213,7 +213,11 @@ fn f_slow_start_exits_on_delay_rise_without_shrinking() {
     assert_eq!(s.c.backoffs(), 0);
     assert_eq!(slow_start::delay_threshold(ms(20)), ms(4));
     assert_eq!(slow_start::delay_threshold(ms(80)), ms(10));
-    assert_eq!(slow_start::delay_threshold(ms(500)), ms(16));
+    assert_eq!(
+        slow_start::delay_threshold(ms(500)),
+        Duration::from_micros(62_500)
+    );
+    assert_eq!(slow_start::delay_threshold(ms(1000)), ms(64));
 }
 
 #[test]
