@@ -7,8 +7,19 @@ use clap::Parser;
 use ctcp_config::ForwardConfig;
 use ctcp_runtime::app;
 
+fn main() -> std::process::ExitCode {
+    // Print the error chain plainly (no backtrace, even if RUST_BACKTRACE is set) and exit 1.
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ctcp-forward: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn run() -> anyhow::Result<()> {
     let cli = cli::Cli::parse();
     let file = match &cli.config {
         Some(p) => ForwardConfig::load(p)?,

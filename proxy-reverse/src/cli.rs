@@ -1,6 +1,7 @@
 //! Command line of ctcp-reverse: every config key has a flag; flags override the file.
 
 use clap::Parser;
+use ctcp_config::cli::CommonArgs;
 use ctcp_config::{AclRule, ReverseConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -50,30 +51,8 @@ pub(crate) struct Cli {
     /// Statistics interval (debug level), e.g. 5s.
     #[arg(long, value_parser = humantime::parse_duration)]
     stats_interval: Option<Duration>,
-    /// Log level or tracing filter (RUST_LOG overrides).
-    #[arg(long)]
-    log_level: Option<String>,
-    /// Log as JSON lines.
-    #[arg(long)]
-    log_json: bool,
-    /// Coded symbol size in bytes (must match ctcp-forward).
-    #[arg(long)]
-    symbol_size: Option<usize>,
-    /// Sender window in symbols (must match ctcp-forward).
-    #[arg(long)]
-    window: Option<usize>,
-    /// Sending-rate ceiling, e.g. 50mbit.
-    #[arg(long, value_parser = ctcp_config::parse_rate)]
-    max_rate: Option<u64>,
-    /// Session idle timeout, e.g. 30s.
-    #[arg(long, value_parser = humantime::parse_duration)]
-    idle_timeout: Option<Duration>,
-    /// Keepalive interval, e.g. 5s.
-    #[arg(long, value_parser = humantime::parse_duration)]
-    keepalive: Option<Duration>,
-    /// Most concurrent streams per session.
-    #[arg(long)]
-    max_streams: Option<usize>,
+    #[command(flatten)]
+    common: CommonArgs,
 }
 
 impl Cli {
@@ -84,16 +63,10 @@ impl Cli {
     ) -> Result<ReverseConfig, ctcp_config::ConfigError> {
         macro_rules! set { ($($f:ident => $($p:ident).+),*) => { $(if let Some(v) = self.$f.clone() { c.$($p).+ = v; })* } }
         set!(listen => listen, connect_timeout => connect_timeout, max_sessions => max_sessions,
-             handshake_rate => handshake_rate, drain_timeout => drain_timeout, stats_interval => stats_interval,
-             log_level => log.level, symbol_size => transport.symbol_size, window => transport.window,
-             idle_timeout => transport.idle_timeout, keepalive => transport.keepalive, max_streams => transport.max_streams);
+             handshake_rate => handshake_rate, drain_timeout => drain_timeout, stats_interval => stats_interval);
         if self.psk_file.is_some() {
             c.psk_file = self.psk_file.clone();
         }
-        if self.max_rate.is_some() {
-            c.transport.max_rate_bps = self.max_rate;
-        }
-        c.log.json |= self.log_json;
         let mut rules: Vec<AclRule> = self
             .deny
             .iter()
@@ -110,7 +83,7 @@ impl Cli {
         }));
         rules.append(&mut c.acl);
         c.acl = rules;
-        ctcp_config::validate_transport(&c.transport, "<command line>", None)?;
+        self.common.apply(&mut c.log, &mut c.transport)?;
         Ok(c)
     }
 }

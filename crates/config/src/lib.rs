@@ -5,6 +5,8 @@
 //! `configs/forward.toml:12: key 'transport.window': must be between 16 and 65536 (got 3)`.
 #![deny(unsafe_code)]
 
+#[cfg(feature = "cli")]
+pub mod cli;
 mod raw;
 mod units;
 

@@ -1,0 +1,66 @@
+//! Command-line flags both binaries share: logging and transport. Each overrides the
+//! config file's value when given.
+
+use crate::{validate_transport, ConfigError, LogConfig, TransportSettings};
+use std::time::Duration;
+
+/// Logging and transport flags, flattened into each binary's command line.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CommonArgs {
+    /// Log level or tracing filter (RUST_LOG overrides).
+    #[arg(long)]
+    pub log_level: Option<String>,
+    /// Log as JSON lines.
+    #[arg(long)]
+    pub log_json: bool,
+    /// Coded symbol size in bytes (must match the other proxy).
+    #[arg(long)]
+    pub symbol_size: Option<usize>,
+    /// Sender window in symbols (must match the other proxy).
+    #[arg(long)]
+    pub window: Option<usize>,
+    /// Sending-rate ceiling, e.g. 50mbit.
+    #[arg(long, value_parser = crate::parse_rate)]
+    pub max_rate: Option<u64>,
+    /// Session idle timeout, e.g. 30s.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub idle_timeout: Option<Duration>,
+    /// Keepalive interval, e.g. 5s.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub keepalive: Option<Duration>,
+    /// Most concurrent streams per session.
+    #[arg(long)]
+    pub max_streams: Option<usize>,
+}
+
+impl CommonArgs {
+    /// Applies the flags over `log` and `transport`, then validates the transport.
+    ///
+    /// # Errors
+    /// An out-of-range transport value, named by its key.
+    pub fn apply(&self, log: &mut LogConfig, t: &mut TransportSettings) -> Result<(), ConfigError> {
+        if let Some(v) = &self.log_level {
+            log.level = v.clone();
+        }
+        log.json |= self.log_json;
+        if let Some(v) = self.symbol_size {
+            t.symbol_size = v;
+        }
+        if let Some(v) = self.window {
+            t.window = v;
+        }
+        if self.max_rate.is_some() {
+            t.max_rate_bps = self.max_rate;
+        }
+        if let Some(v) = self.idle_timeout {
+            t.idle_timeout = v;
+        }
+        if let Some(v) = self.keepalive {
+            t.keepalive = v;
+        }
+        if let Some(v) = self.max_streams {
+            t.max_streams = v;
+        }
+        validate_transport(t, "<command line>", None)
+    }
+}
