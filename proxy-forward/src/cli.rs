@@ -65,6 +65,9 @@ impl Cli {
         if self.psk_file.is_some() {
             c.psk_file = self.psk_file.clone();
         }
+        if self.common.metrics_listen.is_some() {
+            c.metrics_listen = self.common.metrics_listen;
+        }
         self.common.apply(&mut c.log, &mut c.transport)?;
         Ok(c)
     }

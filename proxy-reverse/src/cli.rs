@@ -83,6 +83,9 @@ impl Cli {
         }));
         rules.append(&mut c.acl);
         c.acl = rules;
+        if self.common.metrics_listen.is_some() {
+            c.metrics_listen = self.common.metrics_listen;
+        }
         self.common.apply(&mut c.log, &mut c.transport)?;
         Ok(c)
     }

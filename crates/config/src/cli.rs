@@ -2,6 +2,7 @@
 //! config file's value when given.
 
 use crate::{validate_transport, ConfigError, LogConfig, TransportSettings};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Logging and transport flags, flattened into each binary's command line.
@@ -13,6 +14,9 @@ pub struct CommonArgs {
     /// Log as JSON lines.
     #[arg(long)]
     pub log_json: bool,
+    /// Serve Prometheus/OpenMetrics text on this address (off by default).
+    #[arg(long)]
+    pub metrics_listen: Option<SocketAddr>,
     /// Coded symbol size in bytes (must match the other proxy).
     #[arg(long)]
     pub symbol_size: Option<usize>,

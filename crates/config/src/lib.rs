@@ -114,6 +114,8 @@ pub struct ForwardConfig {
     pub drain_timeout: Duration,
     /// Debug-level statistics interval.
     pub stats_interval: Duration,
+    /// Opt-in Prometheus/OpenMetrics endpoint (HTTP), e.g. 127.0.0.1:9100.
+    pub metrics_listen: Option<SocketAddr>,
     /// Logging.
     pub log: LogConfig,
     /// Transport.
@@ -131,6 +133,7 @@ impl Default for ForwardConfig {
             open_timeout: Duration::from_secs(30),
             drain_timeout: Duration::from_secs(30),
             stats_interval: Duration::from_secs(5),
+            metrics_listen: None,
             log: LogConfig::default(),
             transport: TransportSettings::default(),
         }
@@ -170,6 +173,8 @@ pub struct ReverseConfig {
     pub drain_timeout: Duration,
     /// Debug-level statistics interval.
     pub stats_interval: Duration,
+    /// Opt-in Prometheus/OpenMetrics endpoint (HTTP), e.g. 127.0.0.1:9101.
+    pub metrics_listen: Option<SocketAddr>,
     /// Logging.
     pub log: LogConfig,
     /// Transport.
@@ -201,6 +206,7 @@ impl Default for ReverseConfig {
             handshake_rate: 64,
             drain_timeout: Duration::from_secs(30),
             stats_interval: Duration::from_secs(5),
+            metrics_listen: None,
             log: LogConfig::default(),
             transport: TransportSettings::default(),
         }

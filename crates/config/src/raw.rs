@@ -55,6 +55,7 @@ struct RawForward {
     drain_timeout: Option<Duration>,
     #[serde(default, with = "humantime_serde")]
     stats_interval: Option<Duration>,
+    metrics_listen: Option<SocketAddr>,
     #[serde(default)]
     log: RawLog,
     #[serde(default)]
@@ -84,6 +85,7 @@ struct RawReverse {
     drain_timeout: Option<Duration>,
     #[serde(default, with = "humantime_serde")]
     stats_interval: Option<Duration>,
+    metrics_listen: Option<SocketAddr>,
     #[serde(default)]
     log: RawLog,
     #[serde(default)]
@@ -204,6 +206,7 @@ pub(crate) fn forward(text: &str, src: &str) -> Result<ForwardConfig, ConfigErro
         open_timeout: raw.open_timeout.unwrap_or(d.open_timeout),
         drain_timeout: raw.drain_timeout.unwrap_or(d.drain_timeout),
         stats_interval: raw.stats_interval.unwrap_or(d.stats_interval),
+        metrics_listen: raw.metrics_listen,
         log: log(raw.log, text, src)?,
         transport: transport(raw.transport, text, src)?,
     })
@@ -300,6 +303,7 @@ pub(crate) fn reverse(text: &str, src: &str) -> Result<ReverseConfig, ConfigErro
         handshake_rate: raw.handshake_rate.unwrap_or(d.handshake_rate),
         drain_timeout: raw.drain_timeout.unwrap_or(d.drain_timeout),
         stats_interval: raw.stats_interval.unwrap_or(d.stats_interval),
+        metrics_listen: raw.metrics_listen,
         log: log(raw.log, text, src)?,
         transport: transport(raw.transport, text, src)?,
     })

@@ -96,6 +96,7 @@ pub fn forward_settings(cfg: &ForwardConfig) -> Result<ForwardSettings, ConfigEr
     s.open_timeout = cfg.open_timeout;
     s.drain_timeout = cfg.drain_timeout;
     s.stats_interval = cfg.stats_interval;
+    s.metrics_listen = cfg.metrics_listen;
     Ok(s)
 }
 
@@ -124,6 +125,7 @@ pub fn reverse_settings(cfg: &ReverseConfig) -> Result<ReverseSettings, ConfigEr
     s.handshake_rate = cfg.handshake_rate;
     s.drain_timeout = cfg.drain_timeout;
     s.stats_interval = cfg.stats_interval;
+    s.metrics_listen = cfg.metrics_listen;
     Ok(s)
 }
 

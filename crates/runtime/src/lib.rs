@@ -8,6 +8,7 @@ pub mod app;
 pub mod clock;
 pub mod driver;
 pub mod forward;
+pub mod metrics;
 pub mod reply;
 pub mod reverse;
 pub mod signals;
@@ -85,6 +86,8 @@ pub struct ForwardSettings {
     pub drain_timeout: Duration,
     /// Statistics log interval (debug level).
     pub stats_interval: Duration,
+    /// Opt-in metrics endpoint.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl ForwardSettings {
@@ -101,6 +104,7 @@ impl ForwardSettings {
             open_timeout: Duration::from_secs(30),
             drain_timeout: Duration::from_secs(30),
             stats_interval: Duration::from_secs(5),
+            metrics_listen: None,
         }
     }
 }
@@ -126,6 +130,8 @@ pub struct ReverseSettings {
     pub drain_timeout: Duration,
     /// Statistics log interval (debug level).
     pub stats_interval: Duration,
+    /// Opt-in metrics endpoint.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl ReverseSettings {
@@ -141,6 +147,7 @@ impl ReverseSettings {
             handshake_rate: 64,
             drain_timeout: Duration::from_secs(30),
             stats_interval: Duration::from_secs(5),
+            metrics_listen: None,
         }
     }
 }
@@ -169,6 +176,32 @@ async fn resolve_peer(peer: &str) -> Result<SocketAddr, RuntimeError> {
         peer: peer.to_owned(),
         reason: "no addresses".into(),
     })
+}
+
+/// Binds the metrics endpoint (so a bad address fails start-up) and serves it in the background.
+async fn spawn_metrics(
+    addr: Option<SocketAddr>,
+    driver: &Driver,
+    rx: &watch::Receiver<bool>,
+) -> Result<(), RuntimeError> {
+    let Some(addr) = addr else { return Ok(()) };
+    // Probe the bind now for a clear start-up error; the server binds again right after.
+    drop(
+        tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| RuntimeError::Bind {
+                what: "metrics endpoint",
+                addr,
+                source,
+            })?,
+    );
+    let (driver, rx) = (driver.clone(), rx.clone());
+    tokio::spawn(async move {
+        if let Err(e) = metrics::serve(addr, driver, rx).await {
+            tracing::error!(%addr, error = %e, "metrics endpoint failed");
+        }
+    });
+    Ok(())
 }
 
 /// Binds and starts the forward proxy on the current tokio runtime.
@@ -203,6 +236,7 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
         s.stats_interval,
         rx.clone(),
     ));
+    spawn_metrics(s.metrics_listen, &driver, &rx).await?;
     let opts = ForwardOptions {
         peer,
         auth: std::sync::Arc::new(s.socks_auth),
@@ -242,6 +276,7 @@ pub async fn start_reverse(s: ReverseSettings) -> Result<Running, RuntimeError> 
         s.stats_interval,
         rx.clone(),
     ));
+    spawn_metrics(s.metrics_listen, &driver, &rx).await?;
     let opts = ReverseOptions {
         acl: std::sync::Arc::new(s.acl),
         connect_timeout: s.connect_timeout,

@@ -131,6 +131,16 @@ async fn bulk_transfer_is_byte_exact() {
         .expect("no hang");
     assert_eq!(back.len(), data.len());
     assert_eq!(Sha256::digest(&back), Sha256::digest(&data));
+    // The metrics endpoint's rendering reflects the session and what it carried.
+    let m = ctcp_runtime::metrics::render(&p.rev.driver);
+    assert!(m.contains("ctcp_sessions 1"), "{m}");
+    let read: u64 = m
+        .lines()
+        .find(|l| l.starts_with("ctcp_stream_bytes_read_total"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .expect("stream bytes metric");
+    assert!(read >= data.len() as u64, "reverse read {read} bytes");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
