@@ -1,7 +1,7 @@
 //! Command line of ctcp-forward: every config key has a flag; flags override the file.
 
 use clap::Parser;
-use ctcp_config::cli::CommonArgs;
+use ctcp_config::cli::{CommonArgs, CommonTargets};
 use ctcp_config::ForwardConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -40,12 +40,6 @@ pub(crate) struct Cli {
     /// Wait for the target connect result, e.g. 30s.
     #[arg(long, value_parser = humantime::parse_duration)]
     open_timeout: Option<Duration>,
-    /// Drain time on SIGTERM, e.g. 30s.
-    #[arg(long, value_parser = humantime::parse_duration)]
-    drain_timeout: Option<Duration>,
-    /// Statistics interval (debug level), e.g. 5s.
-    #[arg(long, value_parser = humantime::parse_duration)]
-    stats_interval: Option<Duration>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -57,18 +51,20 @@ impl Cli {
         mut c: ForwardConfig,
     ) -> Result<ForwardConfig, ctcp_config::ConfigError> {
         macro_rules! set { ($($f:ident => $($p:ident).+),*) => { $(if let Some(v) = self.$f.clone() { c.$($p).+ = v; })* } }
-        set!(listen => listen, handshake_timeout => handshake_timeout, open_timeout => open_timeout,
-             drain_timeout => drain_timeout, stats_interval => stats_interval);
+        set!(listen => listen, handshake_timeout => handshake_timeout, open_timeout => open_timeout);
         if self.peer.is_some() {
             c.peer = self.peer.clone();
         }
         if self.psk_file.is_some() {
             c.psk_file = self.psk_file.clone();
         }
-        if self.common.metrics_listen.is_some() {
-            c.metrics_listen = self.common.metrics_listen;
-        }
-        self.common.apply(&mut c.log, &mut c.transport)?;
+        self.common.apply(CommonTargets {
+            drain_timeout: &mut c.drain_timeout,
+            stats_interval: &mut c.stats_interval,
+            metrics_listen: &mut c.metrics_listen,
+            log: &mut c.log,
+            transport: &mut c.transport,
+        })?;
         Ok(c)
     }
 }

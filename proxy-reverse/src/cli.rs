@@ -1,7 +1,7 @@
 //! Command line of ctcp-reverse: every config key has a flag; flags override the file.
 
 use clap::Parser;
-use ctcp_config::cli::CommonArgs;
+use ctcp_config::cli::{CommonArgs, CommonTargets};
 use ctcp_config::{AclRule, ReverseConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -45,12 +45,6 @@ pub(crate) struct Cli {
     /// Handshakes accepted per second.
     #[arg(long)]
     handshake_rate: Option<u32>,
-    /// Drain time on SIGTERM, e.g. 30s.
-    #[arg(long, value_parser = humantime::parse_duration)]
-    drain_timeout: Option<Duration>,
-    /// Statistics interval (debug level), e.g. 5s.
-    #[arg(long, value_parser = humantime::parse_duration)]
-    stats_interval: Option<Duration>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -63,7 +57,7 @@ impl Cli {
     ) -> Result<ReverseConfig, ctcp_config::ConfigError> {
         macro_rules! set { ($($f:ident => $($p:ident).+),*) => { $(if let Some(v) = self.$f.clone() { c.$($p).+ = v; })* } }
         set!(listen => listen, connect_timeout => connect_timeout, max_sessions => max_sessions,
-             handshake_rate => handshake_rate, drain_timeout => drain_timeout, stats_interval => stats_interval);
+             handshake_rate => handshake_rate);
         if self.psk_file.is_some() {
             c.psk_file = self.psk_file.clone();
         }
@@ -83,10 +77,13 @@ impl Cli {
         }));
         rules.append(&mut c.acl);
         c.acl = rules;
-        if self.common.metrics_listen.is_some() {
-            c.metrics_listen = self.common.metrics_listen;
-        }
-        self.common.apply(&mut c.log, &mut c.transport)?;
+        self.common.apply(CommonTargets {
+            drain_timeout: &mut c.drain_timeout,
+            stats_interval: &mut c.stats_interval,
+            metrics_listen: &mut c.metrics_listen,
+            log: &mut c.log,
+            transport: &mut c.transport,
+        })?;
         Ok(c)
     }
 }

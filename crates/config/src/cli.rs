@@ -5,9 +5,15 @@ use crate::{validate_transport, ConfigError, LogConfig, TransportSettings};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// Logging and transport flags, flattened into each binary's command line.
+/// Flags both binaries share, flattened into each one's command line.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {
+    /// Drain time on SIGTERM, e.g. 30s.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub drain_timeout: Option<Duration>,
+    /// Statistics interval (debug level), e.g. 5s.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub stats_interval: Option<Duration>,
     /// Log level or tracing filter (RUST_LOG overrides).
     #[arg(long)]
     pub log_level: Option<String>,
@@ -37,12 +43,43 @@ pub struct CommonArgs {
     pub max_streams: Option<usize>,
 }
 
+/// The config values [`CommonArgs`] may override; both binaries' configs have them all.
+#[derive(Debug)]
+pub struct CommonTargets<'a> {
+    /// `drain_timeout`.
+    pub drain_timeout: &'a mut Duration,
+    /// `stats_interval`.
+    pub stats_interval: &'a mut Duration,
+    /// `metrics_listen`.
+    pub metrics_listen: &'a mut Option<SocketAddr>,
+    /// `[log]`.
+    pub log: &'a mut LogConfig,
+    /// `[transport]`.
+    pub transport: &'a mut TransportSettings,
+}
+
 impl CommonArgs {
-    /// Applies the flags over `log` and `transport`, then validates the transport.
+    /// Applies the flags over the config's values, then validates the transport.
     ///
     /// # Errors
     /// An out-of-range transport value, named by its key.
-    pub fn apply(&self, log: &mut LogConfig, t: &mut TransportSettings) -> Result<(), ConfigError> {
+    pub fn apply(&self, c: CommonTargets<'_>) -> Result<(), ConfigError> {
+        let CommonTargets {
+            drain_timeout,
+            stats_interval,
+            metrics_listen,
+            log,
+            transport: t,
+        } = c;
+        if let Some(v) = self.drain_timeout {
+            *drain_timeout = v;
+        }
+        if let Some(v) = self.stats_interval {
+            *stats_interval = v;
+        }
+        if self.metrics_listen.is_some() {
+            *metrics_listen = self.metrics_listen;
+        }
         if let Some(v) = &self.log_level {
             log.level = v.clone();
         }
