@@ -268,7 +268,7 @@ pub fn validate_transport(
     text: Option<&str>,
 ) -> Result<(), ConfigError> {
     let err = |k: &str, m: String| Err(ConfigError::new(source_name, text, k, m));
-    if t.symbol_size % 64 != 0 || !(256..=1344).contains(&t.symbol_size) {
+    if !t.symbol_size.is_multiple_of(64) || !(256..=1344).contains(&t.symbol_size) {
         return err(
             "transport.symbol_size",
             format!(
@@ -337,7 +337,7 @@ pub fn load_psk(path: Option<&Path>) -> Result<Vec<u8>, ConfigError> {
     let text = String::from_utf8_lossy(&bytes);
     let trimmed = text.trim();
     if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_hexdigit()) {
-        if trimmed.len() % 2 != 0 || trimmed.len() < 64 {
+        if !trimmed.len().is_multiple_of(2) || trimmed.len() < 64 {
             return Err(bad(
                 "a hex key must have at least 64 hex characters (32 bytes)",
             ));

@@ -5,9 +5,26 @@
 //! reed-solomon-erasure, RFC 8681). Addition is XOR.
 //!
 //! The slice functions dispatch once, at first use, to the fastest backend the CPU supports.
-//! `CTCP_GF256_BACKEND=scalar|ssse3|avx2|…` forces one (for tests and benchmarks);
-//! [`backend()`] names the active one. No `-C target-cpu` is needed: one portable binary
-//! runs at the speed of whatever CPU it lands on.
+//! `CTCP_GF256_BACKEND=scalar|ssse3|avx2|avx2-gfni|avx512-gfni|neon` forces one (for tests
+//! and benchmarks); [`backend()`] names the active one. No `-C target-cpu` is needed: one
+//! portable binary runs at the speed of whatever CPU it lands on.
+//!
+//! # Backends
+//!
+//! | backend | instructions | per vector |
+//! |---|---|---|
+//! | `scalar` | a 256-byte product row per coefficient | 1 byte |
+//! | `ssse3` | PSHUFB split nibble | 16 bytes |
+//! | `avx2` | VPSHUFB split nibble, one-pass multi-source/multi-output | 32 bytes |
+//! | `avx2-gfni` | VGF2P8AFFINEQB with the coefficient's 8×8 bit matrix | 32 bytes |
+//! | `avx512-gfni` | the same on 64-byte vectors, masked tails | 64 bytes |
+//! | `neon` (AArch64) | TBL split nibble | 16 bytes |
+//!
+//! GFNI's `gf2p8mulb` multiplies modulo 0x11B (the AES field) and cannot serve 0x11D, so the
+//! GFNI backends use the affine instruction with a per-coefficient bit matrix; a unit test
+//! emulates that instruction to check all 256 matrices on any CPU. Every backend the CPU
+//! supports is diffed against the scalar reference by the property tests; the NEON backend
+//! is cross-compiled and run under qemu-aarch64 in CI.
 #![deny(unsafe_code)]
 
 mod backend;

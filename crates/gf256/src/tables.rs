@@ -42,6 +42,36 @@ pub(crate) static TAIL_MASK: TailMask = {
     TailMask(m)
 };
 
+/// GF2P8AFFINEQB bit matrices: `AFFINE[c]` makes the instruction multiply every byte by
+/// `c` in our field. GFNI's own `gf2p8mulb` is hard-wired to the AES polynomial 0x11B, so
+/// the affine form, a general 8×8 bit matrix, is the only way to use GFNI for 0x11D.
+///
+/// The instruction sets bit `b` of each output byte to the parity of
+/// `matrix.byte[7 - b] & x`; so that byte holds, for each input bit `k`, bit `b` of `c·2^k`.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // x86-64 GFNI backends only
+pub(crate) static AFFINE: [u64; 256] = {
+    let mut t = [0u64; 256];
+    let mut c = 0;
+    while c < 256 {
+        let mut m = 0u64;
+        let mut b = 0;
+        while b < 8 {
+            let mut row = 0u64;
+            let mut k = 0;
+            while k < 8 {
+                let col = slow_mul(c as u8, 1 << k);
+                row |= (((col >> b) & 1) as u64) << k;
+                k += 1;
+            }
+            m |= row << (8 * (7 - b));
+            b += 1;
+        }
+        t[c] = m;
+        c += 1;
+    }
+    t
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +85,26 @@ mod tests {
             }
         }
         assert_eq!(std::ptr::addr_of!(NIBBLE) as usize % 64, 0);
+    }
+
+    /// GF2P8AFFINEQB on one byte, as Intel's pseudo-code defines it (imm8 = 0).
+    fn affine_byte(matrix: u64, x: u8) -> u8 {
+        (0..8).fold(0u8, |out, b| {
+            let row = (matrix >> (8 * (7 - b))) as u8;
+            out | ((((row & x).count_ones() & 1) as u8) << b)
+        })
+    }
+
+    /// The GFNI matrices checked without GFNI hardware: the emulated instruction
+    /// reproduces every product of the field.
+    #[test]
+    fn affine_matrices_reproduce_the_product() {
+        for (c, row) in MUL_TABLE.iter().enumerate() {
+            for (x, &want) in row.iter().enumerate() {
+                assert_eq!(affine_byte(AFFINE[c], x as u8), want, "c={c} x={x}");
+            }
+        }
+        // The identity matrix of GFNI documentation is multiplication by one.
+        assert_eq!(AFFINE[1], 0x0102_0408_1020_4080);
     }
 }

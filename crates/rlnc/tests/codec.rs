@@ -258,7 +258,7 @@ fn recoded_symbols_decode() {
     let mut out = vec![0u8; CFG.symbol_size];
     for d in &data {
         let id = enc.push(d).unwrap();
-        if id % 3 != 0 {
+        if !id.is_multiple_of(3) {
             relay.add_source(id, d).unwrap();
         }
     }

@@ -2,6 +2,12 @@
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx2_gfni;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512_gfni;
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod neon;
 pub(crate) mod scalar;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod ssse3;
@@ -18,6 +24,13 @@ pub enum Backend {
     Ssse3,
     /// x86-64 AVX2: 32-byte VPSHUFB kernels with one-pass multi-source/-output forms.
     Avx2,
+    /// x86-64 AVX2 + GFNI: one 32-byte GF2P8AFFINEQB per vector (CPUs with GFNI but
+    /// without AVX-512).
+    Avx2Gfni,
+    /// x86-64 AVX-512 (F, BW) + GFNI: one 64-byte GF2P8AFFINEQB per vector, masked tails.
+    Avx512Gfni,
+    /// AArch64 NEON: 16-byte TBL split-nibble kernels.
+    Neon,
 }
 
 impl Backend {
@@ -27,12 +40,23 @@ impl Backend {
             Backend::Scalar => "scalar",
             Backend::Ssse3 => "ssse3",
             Backend::Avx2 => "avx2",
+            Backend::Avx2Gfni => "avx2-gfni",
+            Backend::Avx512Gfni => "avx512-gfni",
+            Backend::Neon => "neon",
         }
     }
 
-    /// Every backend this build knows, whether or not the CPU supports it.
+    /// Every backend this build knows, whether or not the CPU supports it, slowest
+    /// first: the default is the last one the CPU supports.
     pub fn all() -> &'static [Backend] {
-        &[Backend::Scalar, Backend::Ssse3, Backend::Avx2]
+        &[
+            Backend::Scalar,
+            Backend::Neon,
+            Backend::Ssse3,
+            Backend::Avx2,
+            Backend::Avx2Gfni,
+            Backend::Avx512Gfni,
+        ]
     }
 
     /// Whether this CPU can run the backend.
@@ -43,7 +67,13 @@ impl Backend {
             Backend::Ssse3 => ssse3::supported(),
             #[cfg(target_arch = "x86_64")]
             Backend::Avx2 => avx2::supported(),
-            #[cfg(not(target_arch = "x86_64"))]
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx2Gfni => avx2_gfni::supported(),
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx512Gfni => avx512_gfni::supported(),
+            #[cfg(target_arch = "aarch64")]
+            Backend::Neon => neon::supported(),
+            #[allow(unreachable_patterns)] // every arm above may be compiled in
             _ => false,
         }
     }
@@ -53,31 +83,34 @@ impl Backend {
         if !self.is_supported() {
             return None;
         }
+        /// The kernel table of one backend module.
+        macro_rules! kernels {
+            ($backend:expr, $m:ident) => {
+                Kernels {
+                    backend: $backend,
+                    add: $m::add,
+                    mul_add: $m::mul_add,
+                    mul: $m::mul_slice,
+                    scale: $m::scale,
+                    dot_add: $m::dot_add,
+                    mad_multi: $m::mad_multi,
+                    dot_add_multi: $m::dot_add_multi,
+                }
+            };
+        }
         match self {
             Backend::Scalar => Some(Kernels::SCALAR),
             #[cfg(target_arch = "x86_64")]
-            Backend::Ssse3 => Some(Kernels {
-                backend: Backend::Ssse3,
-                add: ssse3::add,
-                mul_add: ssse3::mul_add,
-                mul: ssse3::mul_slice,
-                scale: ssse3::scale,
-                dot_add: ssse3::dot_add,
-                mad_multi: ssse3::mad_multi,
-                dot_add_multi: ssse3::dot_add_multi,
-            }),
+            Backend::Ssse3 => Some(kernels!(self, ssse3)),
             #[cfg(target_arch = "x86_64")]
-            Backend::Avx2 => Some(Kernels {
-                backend: Backend::Avx2,
-                add: avx2::add,
-                mul_add: avx2::mul_add,
-                mul: avx2::mul_slice,
-                scale: avx2::scale,
-                dot_add: avx2::dot_add,
-                mad_multi: avx2::mad_multi,
-                dot_add_multi: avx2::dot_add_multi,
-            }),
-            #[cfg(not(target_arch = "x86_64"))]
+            Backend::Avx2 => Some(kernels!(self, avx2)),
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx2Gfni => Some(kernels!(self, avx2_gfni)),
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx512Gfni => Some(kernels!(self, avx512_gfni)),
+            #[cfg(target_arch = "aarch64")]
+            Backend::Neon => Some(kernels!(self, neon)),
+            #[allow(unreachable_patterns)] // every arm above may be compiled in
             _ => None,
         }
     }
