@@ -3,7 +3,7 @@
 //! `cargo run --release -p ctcp-benches --bin rlnc-report`
 #![allow(clippy::expect_used)] // fixed, valid parameters
 
-use ctcp_rlnc::{CodecConfig, Decoder, Encoder};
+use ctcp_rlnc::{CodecConfig, Decoder, Encoder, RepairHeader};
 use rand::{seq::SliceRandom, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use reed_solomon_erasure::galois_8::ReedSolomon;
@@ -79,27 +79,37 @@ fn main() {
                     (h, o)
                 })
                 .collect();
+            // One long-lived decoder, as a session holds it: each round decodes the next k
+            // ids of its sliding window (repair headers shifted to them), hands the
+            // symbols out and retires them.
+            let mut dec = Decoder::new(cfg);
+            let mut base = 0u64;
             let dec_rate = gbit(src_bytes, || {
-                // A decoder sized to the block, as a per-window comparison with rse.
-                let mut dec = Decoder::new(CodecConfig {
-                    symbol_size: S,
-                    window: k,
-                });
                 for (i, d) in data.iter().enumerate() {
                     if !lost.contains(&i) {
-                        dec.receive_source(i as u64, d).expect("in window");
+                        dec.receive_source(base + i as u64, d).expect("in window");
                     }
                 }
                 for (h, o) in &repairs {
-                    if dec.status().next_in_order == k as u64 {
+                    if dec.status().next_in_order == base + k as u64 {
                         break;
                     }
-                    dec.receive_repair(h, o).expect("in window");
+                    let h = RepairHeader {
+                        first: base + h.first,
+                        ..h.clone()
+                    };
+                    dec.receive_repair(&h, o).expect("in window");
                 }
-                assert_eq!(dec.status().next_in_order, k as u64, "decode incomplete");
+                assert_eq!(
+                    dec.status().next_in_order,
+                    base + k as u64,
+                    "decode incomplete"
+                );
                 while let Some(x) = dec.poll_decoded() {
                     black_box(x);
                 }
+                base += k as u64;
+                dec.retire_below(base);
             });
 
             // reed-solomon-erasure: k data + m parity shards (at most 256 shards in total).

@@ -61,9 +61,17 @@ impl Row {
         self.lo + self.coefs.len() as u64
     }
 
-    /// Whether only the pivot is non-zero.
+    /// Whether only the pivot is non-zero. Rows are kept trimmed (see [`Row::trim`]), so
+    /// this is a length check.
     fn is_solved(&self) -> bool {
-        self.coefs.iter().skip(1).all(|&c| c == 0)
+        self.coefs.len() <= 1
+    }
+
+    /// Drops trailing zero coefficients, keeping the pivot.
+    fn trim(&mut self) {
+        while self.coefs.len() > 1 && self.coefs.last() == Some(&0) {
+            self.coefs.pop();
+        }
     }
 }
 
@@ -73,6 +81,9 @@ pub struct Decoder {
     cfg: CodecConfig,
     arena: Arena,
     known: Vec<bool>,
+    /// Whether a held row is pivoted on the id (a ring like `known`), so reductions test
+    /// columns without a map lookup.
+    held: Vec<bool>,
     base: SymbolId,
     next_in_order: SymbolId,
     known_above: u64,
@@ -86,9 +97,11 @@ impl Decoder {
     /// An empty decoder.
     pub fn new(cfg: CodecConfig) -> Self {
         let cap = cfg.window.max(1);
+        let arena = Arena::new(cfg.symbol_size, cap);
         Decoder {
-            arena: Arena::new(cfg.symbol_size, cap),
-            known: vec![false; cap],
+            known: vec![false; arena.slots()],
+            held: vec![false; arena.slots()],
+            arena,
             cfg,
             base: 0,
             next_in_order: 0,
@@ -111,7 +124,7 @@ impl Decoder {
         if id >= self.base + self.cap() {
             return false;
         }
-        self.known[(id % self.cap()) as usize]
+        self.known[self.arena.index(id)]
     }
 
     /// Field multiply-adds performed so far, in symbol-sized units (zero on a clean path).
@@ -192,37 +205,40 @@ impl Decoder {
 
     /// Reduces `row` by known symbols and held rows; keeps it if innovative.
     fn insert(&mut self, mut row: Row) -> Received {
-        // 1. Subtract known symbols in one multi-source pass.
-        let mut ids = Vec::new();
-        let mut cs = Vec::new();
-        for (i, c) in row.coefs.iter_mut().enumerate() {
-            let id = row.lo + i as u64;
-            if *c != 0 && self.is_known(id) {
-                ids.push(id);
-                cs.push(*c);
-                *c = 0;
-            }
-        }
-        if !ids.is_empty() {
-            let srcs: Vec<&[u8]> = ids.iter().map(|&id| self.arena.slot(id)).collect();
-            for (s, c) in srcs.chunks(32).zip(cs.chunks(32)) {
-                ctcp_gf256::dot_add_slice(&mut row.data, s, c);
-            }
-            self.field_ops += ids.len() as u64;
-        }
-        // 2. Eliminate held pivots, lowest first (rows are RREF: their non-zeros lie at or
-        //    after their pivot, so a left-to-right scan never revisits a column).
+        // 1. Reduce the coefficients, left to right, and note what the data must subtract:
+        //    known symbols, and held rows for columns that are their pivots. Held rows are
+        //    in RREF (zero at every other pivot and at known columns), so subtracting one
+        //    never changes the coefficient of another pivot or known column: every
+        //    multiplier is read before the data moves, and the data is reduced afterwards
+        //    in one multi-source pass.
+        let mut terms: Vec<(Term, u8)> = Vec::with_capacity(row.coefs.len());
         let mut i = 0;
         while i < row.coefs.len() {
             let id = row.lo + i as u64;
             let c = row.coefs[i];
             if c != 0 {
-                if let Some(p) = self.rows.get(&id) {
-                    sub_row(&mut row, p, c);
-                    self.field_ops += 1;
+                if self.is_known(id) {
+                    row.coefs[i] = 0;
+                    terms.push((Term::Known(id), c));
+                } else if let Some(p) = self.held_row(id) {
+                    sub_coefs(&mut row, p, c);
+                    terms.push((Term::Row(id), c));
                 }
             }
             i += 1;
+        }
+        if !terms.is_empty() {
+            let mut srcs: Vec<&[u8]> = Vec::with_capacity(terms.len());
+            srcs.extend(terms.iter().map(|(t, _)| match *t {
+                Term::Known(id) => self.arena.slot(id),
+                // Present: collected from `self.rows` above, nothing removed since.
+                Term::Row(id) => self.rows.get(&id).map_or(&[][..], |r| &r.data[..]),
+            }));
+            let cs: Vec<u8> = terms.iter().map(|&(_, c)| c).collect();
+            for (s, c) in srcs.chunks(32).zip(cs.chunks(32)) {
+                ctcp_gf256::dot_add_slice(&mut row.data, s, c);
+            }
+            self.field_ops += terms.len() as u64;
         }
         // 3. Pivot on the first remaining unknown.
         let Some(first_nz) = row.coefs.iter().position(|&c| c != 0) else {
@@ -240,27 +256,47 @@ impl Decoder {
             ctcp_gf256::scale_slice(&mut row.data, inv);
             self.field_ops += 1;
         }
-        // 4. Back-substitute: clear the new pivot column from every other row.
-        let targets: Vec<SymbolId> = self
-            .rows
-            .iter()
-            .filter(|(_, r)| r.coef(pivot) != 0)
-            .map(|(k, _)| *k)
-            .collect();
-        for k in targets {
-            if let Some(r) = self.rows.get_mut(&k) {
-                let c = r.coef(pivot);
-                sub_row(r, &row, c);
-                self.field_ops += 1;
+        // 4. Back-substitute: clear the new pivot column from every other row, the data
+        //    of all of them in one multi-output pass over the new row.
+        let mut targets: Vec<&mut Row> = Vec::new();
+        let mut cs = Vec::new();
+        for r in self.rows.values_mut() {
+            let c = r.coef(pivot);
+            if c != 0 {
+                sub_coefs(r, &row, c);
+                targets.push(r);
+                cs.push(c);
             }
         }
+        if !targets.is_empty() {
+            let mut dsts: Vec<&mut [u8]> = targets.into_iter().map(|r| &mut r.data[..]).collect();
+            ctcp_gf256::mad_multi(&mut dsts, &row.data, &cs);
+            self.field_ops += cs.len() as u64;
+        }
+        self.held[self.arena.index(pivot)] = true;
         self.rows.insert(pivot, row);
         Received::New
     }
 
+    /// The held row pivoted on `id`, if any.
+    fn held_row(&self, id: SymbolId) -> Option<&Row> {
+        if self.held[self.arena.index(id)] {
+            self.rows.get(&id)
+        } else {
+            None
+        }
+    }
+
+    /// Removes and returns the held row pivoted on `id`.
+    fn take_row(&mut self, id: SymbolId) -> Option<Row> {
+        let row = self.rows.remove(&id)?;
+        self.held[self.arena.index(id)] = false;
+        Some(row)
+    }
+
     /// A symbol became known: remove it from every row, then release it.
     fn learn(&mut self, id: SymbolId) {
-        let idx = (id % self.cap()) as usize;
+        let idx = self.arena.index(id);
         self.known[idx] = true;
         if id > self.next_in_order {
             self.known_above += 1;
@@ -275,48 +311,54 @@ impl Decoder {
             }
         }
         // A row pivoted on this id must be re-reduced without it.
-        if let Some(row) = self.rows.remove(&id) {
+        if let Some(row) = self.take_row(id) {
             let mut row = row;
             let sym = self.arena.slot(id);
             ctcp_gf256::add_slice(&mut row.data, sym);
             row.coefs[0] = 0;
             self.insert(row);
         }
-        // Other rows: drop the now-known column.
-        let sym_rows: Vec<SymbolId> = self
-            .rows
-            .iter()
-            .filter(|(_, r)| r.coef(id) != 0)
-            .map(|(k, _)| *k)
-            .collect();
-        for k in sym_rows {
-            let Some(r) = self.rows.get_mut(&k) else {
-                continue;
-            };
+        // Other rows: drop the now-known column, all in one multi-output pass.
+        let mut dsts: Vec<&mut [u8]> = Vec::new();
+        let mut cs = Vec::new();
+        for r in self.rows.values_mut() {
             let c = r.coef(id);
-            let off = (id - r.lo) as usize;
-            r.coefs[off] = 0;
-            ctcp_gf256::mul_add_slice(&mut r.data, self.arena.slot(id), c);
-            self.field_ops += 1;
+            if c != 0 {
+                r.coefs[(id - r.lo) as usize] = 0;
+                r.trim();
+                dsts.push(&mut r.data[..]);
+                cs.push(c);
+            }
+        }
+        if !dsts.is_empty() {
+            ctcp_gf256::mad_multi(&mut dsts, self.arena.slot(id), &cs);
+            self.field_ops += cs.len() as u64;
         }
     }
 
     /// Releases every row that has become a single known symbol.
     fn settle(&mut self) {
         loop {
-            let Some(pivot) = self
+            let solved: Vec<SymbolId> = self
                 .rows
                 .iter()
-                .find(|(_, r)| r.is_solved())
+                .filter(|(_, r)| r.is_solved())
                 .map(|(k, _)| *k)
-            else {
+                .collect();
+            if solved.is_empty() {
                 return;
-            };
-            let Some(row) = self.rows.remove(&pivot) else {
-                return;
-            };
-            self.arena.slot_mut(pivot).copy_from_slice(&row.data);
-            self.learn(pivot);
+            }
+            for pivot in solved {
+                // Learning one symbol may re-reduce others; take each only while solved.
+                if !self.rows.get(&pivot).is_some_and(Row::is_solved) {
+                    continue;
+                }
+                let Some(row) = self.take_row(pivot) else {
+                    continue;
+                };
+                self.arena.slot_mut(pivot).copy_from_slice(&row.data);
+                self.learn(pivot);
+            }
         }
     }
 
@@ -372,15 +414,25 @@ impl Decoder {
         }
         let span = (target - self.base).min(self.cap());
         for k in 0..span {
-            let idx = ((self.base + k) % self.cap()) as usize;
+            let idx = self.arena.index(self.base + k);
             self.known[idx] = false;
         }
         self.base = target;
     }
 }
 
-/// `row -= c · pivot_row`, widening `row`'s range to cover `pivot_row`'s.
-fn sub_row(row: &mut Row, p: &Row, c: u8) {
+/// A data term of the reduction in `Decoder::insert`.
+#[derive(Clone, Copy)]
+enum Term {
+    /// A known source symbol, by id.
+    Known(SymbolId),
+    /// A held row, by pivot.
+    Row(SymbolId),
+}
+
+/// The coefficient half of `row -= c · pivot_row` (the caller subtracts the data),
+/// widening `row`'s range to cover `pivot_row`'s.
+fn sub_coefs(row: &mut Row, p: &Row, c: u8) {
     if p.hi() > row.hi() {
         row.coefs.resize((p.hi() - row.lo) as usize, 0);
     }
@@ -391,5 +443,5 @@ fn sub_row(row: &mut Row, p: &Row, c: u8) {
     }
     let off = (p.lo - row.lo) as usize;
     ctcp_gf256::mul_add_slice(&mut row.coefs[off..off + p.coefs.len()], &p.coefs, c);
-    ctcp_gf256::mul_add_slice(&mut row.data, &p.data, c);
+    row.trim();
 }
