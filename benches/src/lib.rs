@@ -1,4 +1,7 @@
-//! Shared helpers for ctcp's benchmarks and demo: a SOCKS5 client, a checksumming sink.
+//! Shared helpers for ctcp's benchmarks and demo: a SOCKS5 client, a checksumming sink,
+//! the RLNC benchmark cases.
+
+pub mod rlnc_case;
 
 use sha2::{Digest, Sha256};
 use std::io;
