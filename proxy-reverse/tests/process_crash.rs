@@ -93,7 +93,7 @@ async fn killing_the_reverse_process_ends_client_connections_and_a_restart_serve
         .port();
 
     let mut child = spawn_reverse(port, &key_file);
-    let mut fs = ForwardSettings::new(&format!("127.0.0.1:{port}"), Psk::new(&KEY).unwrap());
+    let mut fs = ForwardSettings::new(format!("127.0.0.1:{port}"), Psk::new(&KEY).unwrap());
     fs.listen = "127.0.0.1:0".parse().unwrap();
     fs.transport.idle_timeout = Duration::from_secs(3);
     fs.transport.keepalive = Duration::from_millis(500);
