@@ -172,38 +172,7 @@ unsafe fn dot_add_multi_impl(dsts: &mut [&mut [u8]], srcs: &[&[u8]], coefs: &[u8
 // Safe entry points. Each is only installed in the kernel table after `supported()`
 // returned true, and falls back to scalar for buffers shorter than one vector.
 
-pub(crate) fn mul_add(dst: &mut [u8], src: &[u8], c: u8) {
-    if dst.len() < 32 {
-        return scalar::mul_add_slice(dst, src, c);
-    }
-    // SAFETY: AVX2 and GFNI were checked before this backend was selected; lengths equal.
-    unsafe { run(Op::MulAdd, dst.as_mut_ptr(), src.as_ptr(), dst.len(), c) }
-}
-
-pub(crate) fn mul_slice(dst: &mut [u8], src: &[u8], c: u8) {
-    if dst.len() < 32 {
-        return scalar::mul_slice(dst, src, c);
-    }
-    // SAFETY: as above.
-    unsafe { run(Op::Mul, dst.as_mut_ptr(), src.as_ptr(), dst.len(), c) }
-}
-
-pub(crate) fn scale(buf: &mut [u8], c: u8) {
-    if buf.len() < 32 {
-        return scalar::scale_slice(buf, c);
-    }
-    let p = buf.as_mut_ptr();
-    // SAFETY: as above, in place.
-    unsafe { run(Op::Mul, p, p, buf.len(), c) }
-}
-
-pub(crate) fn add(dst: &mut [u8], src: &[u8]) {
-    if dst.len() < 32 {
-        return scalar::add_slice(dst, src);
-    }
-    // SAFETY: as above.
-    unsafe { run(Op::Add, dst.as_mut_ptr(), src.as_ptr(), dst.len(), 0) }
-}
+single_op_entry_points!(32);
 
 pub(crate) fn dot_add(dst: &mut [u8], srcs: &[&[u8]], coefs: &[u8]) {
     if dst.len() < 32 {

@@ -1,5 +1,81 @@
 //! Backend selection: one table of kernel functions, chosen once at first use.
 
+/// Safe entry points of the single-source operations for a backend module that defines
+/// `enum Op { MulAdd, Mul, Add }` and `unsafe fn run(op, dst, src, n, c)` serving any
+/// `n >= $width` (`dst == src` allowed for `Mul`, which `scale` uses in place). Shorter
+/// buffers go to the scalar reference.
+macro_rules! single_op_entry_points {
+    ($width:expr) => {
+        pub(crate) fn mul_add(dst: &mut [u8], src: &[u8], c: u8) {
+            if dst.len() < $width {
+                return $crate::backend::scalar::mul_add_slice(dst, src, c);
+            }
+            // SAFETY: this backend's `supported()` was checked before its kernels were
+            // installed; the public API checked that the lengths are equal.
+            unsafe { run(Op::MulAdd, dst.as_mut_ptr(), src.as_ptr(), dst.len(), c) }
+        }
+
+        pub(crate) fn mul_slice(dst: &mut [u8], src: &[u8], c: u8) {
+            if dst.len() < $width {
+                return $crate::backend::scalar::mul_slice(dst, src, c);
+            }
+            // SAFETY: as in `mul_add`.
+            unsafe { run(Op::Mul, dst.as_mut_ptr(), src.as_ptr(), dst.len(), c) }
+        }
+
+        pub(crate) fn scale(buf: &mut [u8], c: u8) {
+            if buf.len() < $width {
+                return $crate::backend::scalar::scale_slice(buf, c);
+            }
+            let p = buf.as_mut_ptr();
+            // SAFETY: as in `mul_add`; `run` reads each vector before writing it and
+            // keeps already-scaled lanes of an overlapping final vector.
+            unsafe { run(Op::Mul, p, p, buf.len(), c) }
+        }
+
+        pub(crate) fn add(dst: &mut [u8], src: &[u8]) {
+            if dst.len() < $width {
+                return $crate::backend::scalar::add_slice(dst, src);
+            }
+            // SAFETY: as in `mul_add`.
+            unsafe { run(Op::Add, dst.as_mut_ptr(), src.as_ptr(), dst.len(), 0) }
+        }
+    };
+}
+
+/// Multi-source and multi-output forms as loops over the module's single-source
+/// `mul_add` and `add`, for backends without one-pass kernels.
+macro_rules! looped_multi_forms {
+    () => {
+        fn mul_add_any(dst: &mut [u8], src: &[u8], c: u8) {
+            match c {
+                0 => {}
+                1 => add(dst, src),
+                c => mul_add(dst, src, c),
+            }
+        }
+
+        pub(crate) fn dot_add(dst: &mut [u8], srcs: &[&[u8]], coefs: &[u8]) {
+            for (s, &c) in srcs.iter().zip(coefs) {
+                mul_add_any(dst, s, c);
+            }
+        }
+
+        pub(crate) fn mad_multi(dsts: &mut [&mut [u8]], src: &[u8], coefs: &[u8]) {
+            for (d, &c) in dsts.iter_mut().zip(coefs) {
+                mul_add_any(d, src, c);
+            }
+        }
+
+        pub(crate) fn dot_add_multi(dsts: &mut [&mut [u8]], srcs: &[&[u8]], coefs: &[u8]) {
+            let k = srcs.len();
+            for (o, d) in dsts.iter_mut().enumerate() {
+                dot_add(d, srcs, &coefs[o * k..(o + 1) * k]);
+            }
+        }
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2;
 #[cfg(target_arch = "x86_64")]

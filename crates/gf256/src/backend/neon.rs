@@ -5,7 +5,6 @@
 //! (see `.ci/run`).
 #![allow(unsafe_code)]
 
-use crate::backend::scalar;
 use crate::tables::{NIBBLE, TAIL_MASK};
 use std::arch::aarch64::*;
 
@@ -75,63 +74,5 @@ unsafe fn run(op: Op, dst: *mut u8, src: *const u8, n: usize, c: u8) {
     }
 }
 
-pub(crate) fn mul_add(dst: &mut [u8], src: &[u8], c: u8) {
-    if dst.len() < 16 {
-        return scalar::mul_add_slice(dst, src, c);
-    }
-    // SAFETY: NEON checked at selection; equal lengths >= 16.
-    unsafe { run(Op::MulAdd, dst.as_mut_ptr(), src.as_ptr(), dst.len(), c) }
-}
-
-pub(crate) fn mul_slice(dst: &mut [u8], src: &[u8], c: u8) {
-    if dst.len() < 16 {
-        return scalar::mul_slice(dst, src, c);
-    }
-    // SAFETY: as above.
-    unsafe { run(Op::Mul, dst.as_mut_ptr(), src.as_ptr(), dst.len(), c) }
-}
-
-pub(crate) fn scale(buf: &mut [u8], c: u8) {
-    if buf.len() < 16 {
-        return scalar::scale_slice(buf, c);
-    }
-    let p = buf.as_mut_ptr();
-    // SAFETY: as above, in place: each full vector is read before it is written, and the
-    // final vector keeps already-scaled lanes through the mask.
-    unsafe { run(Op::Mul, p, p, buf.len(), c) }
-}
-
-pub(crate) fn add(dst: &mut [u8], src: &[u8]) {
-    if dst.len() < 16 {
-        return scalar::add_slice(dst, src);
-    }
-    // SAFETY: as above.
-    unsafe { run(Op::Add, dst.as_mut_ptr(), src.as_ptr(), dst.len(), 0) }
-}
-
-fn mul_add_any(dst: &mut [u8], src: &[u8], c: u8) {
-    match c {
-        0 => {}
-        1 => add(dst, src),
-        c => mul_add(dst, src, c),
-    }
-}
-
-pub(crate) fn dot_add(dst: &mut [u8], srcs: &[&[u8]], coefs: &[u8]) {
-    for (s, &c) in srcs.iter().zip(coefs) {
-        mul_add_any(dst, s, c);
-    }
-}
-
-pub(crate) fn mad_multi(dsts: &mut [&mut [u8]], src: &[u8], coefs: &[u8]) {
-    for (d, &c) in dsts.iter_mut().zip(coefs) {
-        mul_add_any(d, src, c);
-    }
-}
-
-pub(crate) fn dot_add_multi(dsts: &mut [&mut [u8]], srcs: &[&[u8]], coefs: &[u8]) {
-    let k = srcs.len();
-    for (o, d) in dsts.iter_mut().enumerate() {
-        dot_add(d, srcs, &coefs[o * k..(o + 1) * k]);
-    }
-}
+single_op_entry_points!(16);
+looped_multi_forms!();
