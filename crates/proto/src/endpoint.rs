@@ -56,11 +56,12 @@ impl EndpointConfig {
 pub struct DropCounters {
     /// Datagrams that did not parse.
     pub malformed: u64,
-    /// Handshakes with a bad MAC, stale timestamp, or replayed random.
+    /// Handshakes with a bad MAC, stale timestamp, or replayed random; resets with a bad
+    /// token.
     pub bad_handshake: u64,
     /// Handshakes refused by the rate limit or the session limit.
     pub refused: u64,
-    /// Data packets for unknown sessions.
+    /// Data, accept and reset packets for unknown sessions.
     pub unknown_session: u64,
     /// Stateless resets sent.
     pub resets_sent: u64,
@@ -212,6 +213,8 @@ impl Endpoint {
                 };
                 if let Some(c) = self.connections.get_mut(&conn_id) {
                     c.handle_accept(now, &accept);
+                } else {
+                    self.drops.unknown_session += 1;
                 }
             }
             wire::TYPE_RESET => {
@@ -219,10 +222,12 @@ impl Endpoint {
                     self.drops.malformed += 1;
                     return;
                 };
-                if self.config.psk.verify_reset(&reset).is_ok() {
-                    if let Some(c) = self.connections.get_mut(&conn_id) {
-                        c.handle_reset();
-                    }
+                if self.config.psk.verify_reset(&reset).is_err() {
+                    self.drops.bad_handshake += 1;
+                } else if let Some(c) = self.connections.get_mut(&conn_id) {
+                    c.handle_reset();
+                } else {
+                    self.drops.unknown_session += 1;
                 }
             }
             _ => self.drops.malformed += 1,
