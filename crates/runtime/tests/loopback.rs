@@ -3,123 +3,14 @@
 //! deadline, every transfer is SHA-256 checked.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
-use ctcp_proto::Psk;
-use ctcp_runtime::{
-    start_forward, start_reverse, Acl, ForwardSettings, ReverseSettings, Rule, Running,
-};
+use ctcp_runtime::{Acl, Rule, Running};
 use sha2::{Digest, Sha256};
-use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-const T: Duration = Duration::from_secs(30);
-
-struct Pair {
-    fwd: Running,
-    rev: Running,
-}
-
-async fn pair_with(
-    key_f: &[u8],
-    key_r: &[u8],
-    acl: Acl,
-    tweak: impl FnOnce(&mut ForwardSettings, &mut ReverseSettings),
-) -> Pair {
-    let mut rs = ReverseSettings::new(Psk::new(key_r).unwrap());
-    rs.listen = "127.0.0.1:0".parse().unwrap();
-    rs.acl = acl;
-    rs.connect_timeout = Duration::from_secs(3);
-    let mut fs = ForwardSettings::new("127.0.0.1:1", Psk::new(key_f).unwrap());
-    fs.listen = "127.0.0.1:0".parse().unwrap();
-    tweak(&mut fs, &mut rs);
-    let rev = start_reverse(rs).await.unwrap();
-    fs.peer = rev.local_addr.to_string();
-    let fwd = start_forward(fs).await.unwrap();
-    Pair { fwd, rev }
-}
-
-async fn pair() -> Pair {
-    pair_with(&[7; 32], &[7; 32], Acl::default(), |_, _| {}).await
-}
-
-/// SOCKS5 CONNECT; returns the stream or the reply code.
-async fn socks(proxy: SocketAddr, atyp_addr: &[u8], port: u16, cmd: u8) -> Result<TcpStream, u8> {
-    let mut s = TcpStream::connect(proxy).await.unwrap();
-    s.write_all(&[5, 1, 0]).await.unwrap();
-    let mut m = [0u8; 2];
-    s.read_exact(&mut m).await.unwrap();
-    assert_eq!(m, [5, 0]);
-    let mut req = vec![5, cmd, 0];
-    req.extend_from_slice(atyp_addr);
-    req.extend_from_slice(&port.to_be_bytes());
-    s.write_all(&req).await.unwrap();
-    let mut head = [0u8; 4];
-    s.read_exact(&mut head).await.unwrap();
-    let rest = if head[3] == 4 { 18 } else { 6 };
-    let mut skip = vec![0u8; rest];
-    s.read_exact(&mut skip).await.unwrap();
-    if head[1] == 0 {
-        Ok(s)
-    } else {
-        Err(head[1])
-    }
-}
-
-fn v4(a: SocketAddr) -> Vec<u8> {
-    match a {
-        SocketAddr::V4(a) => [&[1u8][..], &a.ip().octets()].concat(),
-        SocketAddr::V6(_) => unreachable!("tests use IPv4 loopback"),
-    }
-}
-
-fn domain(name: &str) -> Vec<u8> {
-    [&[3u8, name.len() as u8][..], name.as_bytes()].concat()
-}
-
-fn pattern(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
-/// Echo server: reads to EOF, echoes everything, then closes (exercises half-close).
-async fn echo_server() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let a = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut c, _)) = l.accept().await {
-            tokio::spawn(async move {
-                let (mut r, mut w) = c.split();
-                let _ = tokio::io::copy(&mut r, &mut w).await;
-                let _ = w.shutdown().await;
-            });
-        }
-    });
-    a
-}
-
-async fn round_trip(proxy: SocketAddr, target: SocketAddr, data: &[u8]) -> Vec<u8> {
-    let s = socks(proxy, &v4(target), target.port(), 1)
-        .await
-        .expect("connect ok");
-    let (mut r, mut w) = s.into_split();
-    let data = data.to_vec();
-    let writer = tokio::spawn(async move {
-        w.write_all(&data).await.unwrap();
-        w.shutdown().await.unwrap();
-    });
-    let mut back = Vec::new();
-    r.read_to_end(&mut back).await.unwrap();
-    writer.await.unwrap();
-    back
-}
+mod common;
+use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bulk_transfer_is_byte_exact() {
@@ -453,4 +344,49 @@ async fn proxychains_rsync_tree_is_byte_exact() {
     }
     assert_eq!(files, 1001);
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_socks_clients_get_codes_or_time_out() {
+    let p = pair_with(&[7; 32], &[7; 32], Acl::default(), |f, _| {
+        f.handshake_timeout = Duration::from_millis(500);
+    })
+    .await;
+    let proxy = p.fwd.local_addr;
+    let long_name = domain(&"a".repeat(255));
+    let r = tokio::time::timeout(T, async {
+        (
+            socks(proxy, &[5, 1, 2, 3, 4], 80, 1).await.err(),
+            socks(proxy, &long_name, 80, 1).await.err(),
+        )
+    })
+    .await
+    .expect("no hang");
+    assert_eq!(r.0, Some(0x08), "unknown address type");
+    assert_eq!(r.1, Some(0x01), "a name beyond DNS limits");
+    // Silent and half-open clients are dropped after the handshake timeout.
+    for opening in [
+        &[][..],
+        &[5u8, 1, 0][..],
+        &[5u8, 1, 0, 5, 1, 0, 3, 200, b'x'][..],
+    ] {
+        let mut s = TcpStream::connect(proxy).await.unwrap();
+        s.write_all(opening).await.unwrap();
+        let started = tokio::time::Instant::now();
+        let mut buf = [0u8; 64];
+        let closed = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match s.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {} // the method selection reply
+                }
+            }
+        })
+        .await;
+        assert!(
+            closed.is_ok(),
+            "a client stuck after {opening:?} was never dropped"
+        );
+        assert!(started.elapsed() >= Duration::from_millis(400));
+    }
 }

@@ -153,7 +153,11 @@ impl TargetAddr {
             }
             _ => {
                 let name = std::str::from_utf8(addr).map_err(|_| Error::BadDomain)?;
-                if name.bytes().any(|b| b == 0) {
+                // DNS limits: 253 characters in all, 63 per label.
+                if name.bytes().any(|b| b == 0)
+                    || name.trim_end_matches('.').len() > 253
+                    || name.split('.').any(|l| l.len() > 63)
+                {
                     return Err(Error::BadDomain);
                 }
                 TargetAddr::Domain(name.to_owned(), port)
@@ -206,7 +210,7 @@ pub enum Error {
     /// Unknown address type.
     #[error("address type {0:#04x} not supported")]
     AddressTypeNotSupported(u8),
-    /// Empty or non-UTF-8 domain name.
+    /// Empty, non-UTF-8 or over-long (beyond DNS limits) domain name.
     #[error("invalid domain name")]
     BadDomain,
     /// A greeting with zero methods or a non-zero reserved byte.
@@ -545,6 +549,14 @@ mod tests {
         );
         let (r, _, _) = run(AuthPolicy::NoAuth, &[5, 1, 0, 5, 1, 0, 3, 0, 0, 80]);
         assert_eq!(r.unwrap_err(), Error::BadDomain);
+        // 255 characters: beyond DNS's 253; a 64-character label: beyond 63.
+        for name in ["a".repeat(255), format!("{}.example", "b".repeat(64))] {
+            let mut req = vec![5, 1, 0, 5, 1, 0, 3, name.len() as u8];
+            req.extend_from_slice(name.as_bytes());
+            req.extend_from_slice(&[0, 80]);
+            let (r, _, _) = run(AuthPolicy::NoAuth, &req);
+            assert_eq!(r.unwrap_err(), Error::BadDomain, "{name}");
+        }
         let (r, _, _) = run(AuthPolicy::NoAuth, &[4, 1, 0, 80]);
         assert_eq!(r.unwrap_err().as_reply(), None);
     }
