@@ -41,6 +41,9 @@ pub struct CommonArgs {
     /// Most concurrent streams per session.
     #[arg(long)]
     pub max_streams: Option<usize>,
+    /// Bytes all streams of a session may queue for sending, e.g. 16MiB.
+    #[arg(long, value_parser = crate::parse_size)]
+    pub session_send_buffer: Option<u64>,
 }
 
 /// The config values [`CommonArgs`] may override; both binaries' configs have them all.
@@ -101,6 +104,9 @@ impl CommonArgs {
         }
         if let Some(v) = self.max_streams {
             t.max_streams = v;
+        }
+        if let Some(v) = self.session_send_buffer {
+            t.session_send_buffer = v;
         }
         validate_transport(t, "<command line>", None)
     }

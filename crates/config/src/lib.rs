@@ -79,6 +79,8 @@ pub struct TransportSettings {
     pub initial_rtt: Duration,
     /// Most concurrent streams per session.
     pub max_streams: usize,
+    /// Send-side memory budget of a session: bytes all its streams may queue together.
+    pub session_send_buffer: u64,
 }
 
 impl Default for TransportSettings {
@@ -91,6 +93,7 @@ impl Default for TransportSettings {
             keepalive: Duration::from_secs(5),
             initial_rtt: Duration::from_millis(100),
             max_streams: 4096,
+            session_send_buffer: 16 << 20,
         }
     }
 }
@@ -293,6 +296,15 @@ pub fn validate_transport(
         return err(
             "transport.keepalive",
             "must be non-zero and shorter than idle_timeout".into(),
+        );
+    }
+    if !((64 << 10)..=(4 << 30)).contains(&t.session_send_buffer) {
+        return err(
+            "transport.session_send_buffer",
+            format!(
+                "must be between 64KiB and 4GiB (got {} bytes)",
+                t.session_send_buffer
+            ),
         );
     }
     if !(1..=65536).contains(&t.max_streams) {

@@ -30,6 +30,7 @@ struct RawTransport {
     #[serde(default, with = "humantime_serde")]
     initial_rtt: Option<Duration>,
     max_streams: Option<usize>,
+    session_send_buffer: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -175,6 +176,12 @@ fn transport(raw: RawTransport, text: &str, src: &str) -> Result<TransportSettin
         keepalive: raw.keepalive.unwrap_or(d.keepalive),
         initial_rtt: raw.initial_rtt.unwrap_or(d.initial_rtt),
         max_streams: raw.max_streams.unwrap_or(d.max_streams),
+        session_send_buffer: match raw.session_send_buffer {
+            None => d.session_send_buffer,
+            Some(v) => crate::parse_size(&v).map_err(|m| {
+                ConfigError::new(src, Some(text), "transport.session_send_buffer", m)
+            })?,
+        },
     };
     validate_transport(&t, src, Some(text))?;
     Ok(t)

@@ -29,6 +29,9 @@ pub struct TransportConfig {
     pub session_window: u64,
     /// Bytes an application may queue on one stream before writes block.
     pub stream_send_buffer: usize,
+    /// Bytes all streams of a session may queue together before writes block: the
+    /// session's send-side memory budget (receive side: `session_window`).
+    pub session_send_buffer: usize,
     /// Most concurrent streams the peer may open.
     pub max_streams: usize,
     /// Congestion controller.
@@ -53,6 +56,7 @@ impl Default for TransportConfig {
             stream_window: 8 << 20,
             session_window: 32 << 20,
             stream_send_buffer: 256 << 10,
+            session_send_buffer: 16 << 20,
             max_streams: 4096,
             congestion: ControllerKind::Ctcp,
             max_rate_bps: None,

@@ -307,6 +307,13 @@ pub struct Connection {
 
     // Streams.
     streams: BTreeMap<StreamId, Stream>,
+    /// Upper bound of the bytes queued on all streams (exact after `send_buffered_exact`);
+    /// checked against `config.session_send_buffer`.
+    send_buffered: usize,
+    /// A write was cut short by the session budget: wake blocked streams when it frees.
+    budget_blocked: bool,
+    /// The peer-stream limit has been reported at warn level for this session.
+    stream_limit_logged: bool,
     next_local_stream: StreamId,
     highest_peer_stream: Option<StreamId>,
     control: VecDeque<OwnedFrame>,
@@ -427,6 +434,9 @@ impl Connection {
             close_frame: None,
             accept_pending: None,
             scratch: Vec::with_capacity(config.symbol_size),
+            send_buffered: 0,
+            budget_blocked: false,
+            stream_limit_logged: false,
             payload: Vec::with_capacity(config.symbol_size),
             repair_buf: vec![0; config.symbol_size],
             decoder,
@@ -706,11 +716,17 @@ impl Connection {
         }
         self.highest_peer_stream = Some(id);
         if self.streams.len() >= self.config.max_streams {
-            tracing::debug!(
-                conn = self.conn_id,
-                id,
-                "stream limit reached; refusing stream"
-            );
+            if self.stream_limit_logged {
+                tracing::debug!(conn = self.conn_id, id, "stream limit: refusing stream");
+            } else {
+                self.stream_limit_logged = true;
+                tracing::warn!(
+                    conn = self.conn_id,
+                    limit = self.config.max_streams,
+                    "peer opened more streams than max_streams allows; refusing the excess \
+                     (logged once per session)"
+                );
+            }
             self.control.push_back(OwnedFrame::Reset {
                 id,
                 code: RESET_REFUSED,
@@ -1270,6 +1286,7 @@ impl Connection {
             }
             let (offset, fin) = s.send.take(max, &mut self.scratch);
             self.data_sent += self.scratch.len() as u64;
+            self.send_buffered = self.send_buffered.saturating_sub(self.scratch.len());
             Frame::Stream {
                 id,
                 offset,
@@ -1283,6 +1300,15 @@ impl Connection {
             }
             self.rr_cursor = id + 1;
             self.maybe_forget(id);
+        }
+        if self.budget_blocked && self.send_buffered < self.config.session_send_buffer {
+            self.budget_blocked = false;
+            for (&id, s) in self.streams.iter_mut() {
+                if s.write_blocked && s.send.is_writable() {
+                    s.write_blocked = false;
+                    self.events.push_back(Event::StreamWritable(id));
+                }
+            }
         }
         !self.payload.is_empty()
     }
@@ -1331,9 +1357,30 @@ impl Connection {
         if s.send.reset {
             return Err(StreamApiError::Reset);
         }
-        let n = s.send.write(data);
+        let budget = self.config.session_send_buffer;
+        let mut room = budget.saturating_sub(self.send_buffered);
+        if room < data.len() {
+            // The running total only over-estimates (resets and forgotten streams do not
+            // subtract); recount before refusing.
+            self.send_buffered = self.streams.values().map(|s| s.send.buffered()).sum();
+            room = budget.saturating_sub(self.send_buffered);
+        }
+        let Some(s) = self.streams.get_mut(&id) else {
+            return Err(StreamApiError::UnknownStream);
+        };
+        let n = s.send.write(&data[..data.len().min(room)]);
+        self.send_buffered += n;
         if n < data.len() {
             s.write_blocked = true;
+            if room < data.len() {
+                if !self.budget_blocked {
+                    tracing::debug!(
+                        budget,
+                        "session send buffer full: stream writes wait for the peer"
+                    );
+                }
+                self.budget_blocked = true;
+            }
         }
         Ok(n)
     }

@@ -4,6 +4,8 @@
 //! may be sent back that is larger than what provoked it (no amplification).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)] // test helpers; a fixed base Instant
 
+mod common;
+use common::Duo;
 use ctcp_proto::{Endpoint, EndpointConfig, Psk, Target, TransportConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -77,56 +79,28 @@ fn random_datagrams_leave_no_state_and_no_amplification() {
 #[test]
 fn replayed_datagrams_change_nothing() {
     let n = n();
-    let psk = Psk::new(&[9; 32]).unwrap();
-    let mut srv = server(&psk);
-    let mut cli = Endpoint::new(
-        EndpointConfig::new(psk.clone(), TransportConfig::default(), false),
-        [2; 32],
-    );
-    let (ca, sa): (SocketAddr, SocketAddr) =
-        (([10, 1, 0, 1], 5000).into(), ([10, 1, 0, 2], 7000).into());
-    let t0 = Instant::now();
-    let h = cli.connect(t0, sa);
+    let mut d = Duo::new(TransportConfig::default());
     // Run a real session: handshake, one stream with 200 KB, capturing client datagrams.
-    let mut captured: Vec<Vec<u8>> = Vec::new();
-    let mut now = t0;
-    let mut stream = None;
-    let mut sent = 0usize;
+    let mut captured = d.establish();
+    let c = d.cli.connection_mut(d.h).unwrap();
+    let id = c.open_stream(Target::Domain("x.test".into(), 80)).unwrap();
     let chunk = vec![0x42u8; 8192];
-    let mut out = Vec::new();
+    let mut sent = 0usize;
     for _ in 0..20_000 {
-        now += Duration::from_micros(200);
-        if let Some(c) = cli.connection_mut(h) {
-            if c.is_established() {
-                let id = match stream {
-                    Some(id) => id,
-                    None => {
-                        let id = c.open_stream(Target::Domain("x.test".into(), 80)).unwrap();
-                        stream = Some(id);
-                        id
-                    }
-                };
-                if sent < 200_000 {
-                    sent += c.write(id, &chunk).unwrap_or(0);
-                }
-            }
+        if sent < 200_000 {
+            sent += d
+                .cli
+                .connection_mut(d.h)
+                .unwrap()
+                .write(id, &chunk)
+                .unwrap_or(0);
         }
-        while let Some(t) = cli.poll_transmit(now, &mut out) {
-            let bytes = out[..t.size].to_vec();
-            let mut d = bytes.clone();
-            srv.handle_datagram(now, ca, &mut d);
-            captured.push(bytes);
-        }
-        while let Some(t) = srv.poll_transmit(now, &mut out) {
-            let mut d = out[..t.size].to_vec();
-            cli.handle_datagram(now, sa, &mut d);
-        }
-        cli.handle_timeout(now);
-        srv.handle_timeout(now);
+        captured.extend(d.step(Duration::from_micros(200)));
         if sent >= 200_000 && captured.len() > 100 {
             break;
         }
     }
+    let (mut srv, ca, mut now) = (d.srv, d.ca, d.now);
     assert_eq!(srv.connection_count(), 1, "the session did not come up");
     assert!(
         captured.len() > 100,

@@ -53,6 +53,7 @@ pub fn transport_config(t: &TransportSettings) -> TransportConfig {
         keepalive: t.keepalive,
         initial_rtt: t.initial_rtt,
         max_streams: t.max_streams,
+        session_send_buffer: usize::try_from(t.session_send_buffer).unwrap_or(usize::MAX),
         ..TransportConfig::default()
     }
 }

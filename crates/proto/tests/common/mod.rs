@@ -1,0 +1,78 @@
+//! Two endpoints in one process, pumped by hand on a fixed clock.
+#![allow(dead_code, unreachable_pub, clippy::disallowed_methods)] // a fixed base Instant
+
+use ctcp_proto::{ConnectionHandle, Endpoint, EndpointConfig, Psk, TransportConfig};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// A client and a server endpoint and the client's connection handle.
+pub struct Duo {
+    pub cli: Endpoint,
+    pub srv: Endpoint,
+    pub h: ConnectionHandle,
+    pub now: Instant,
+    pub ca: SocketAddr,
+    pub sa: SocketAddr,
+}
+
+impl Duo {
+    /// Endpoints with `config`, the client connecting; not yet pumped.
+    pub fn new(config: TransportConfig) -> Duo {
+        let psk = Psk::new(&[9; 32]).unwrap();
+        let srv = Endpoint::new(
+            EndpointConfig::new(psk.clone(), config.clone(), true),
+            [1; 32],
+        );
+        let mut cli = Endpoint::new(EndpointConfig::new(psk, config, false), [2; 32]);
+        let (ca, sa): (SocketAddr, SocketAddr) =
+            (([10, 1, 0, 1], 5000).into(), ([10, 1, 0, 2], 7000).into());
+        let now = Instant::now();
+        let h = cli.connect(now, sa);
+        Duo {
+            cli,
+            srv,
+            h,
+            now,
+            ca,
+            sa,
+        }
+    }
+
+    /// Advances the clock by `dt` and exchanges every pending datagram both ways
+    /// (lossless, zero delay); returns the client datagrams it carried.
+    pub fn step(&mut self, dt: Duration) -> Vec<Vec<u8>> {
+        self.now += dt;
+        let mut out = Vec::new();
+        let mut carried = Vec::new();
+        while let Some(t) = self.cli.poll_transmit(self.now, &mut out) {
+            let bytes = out[..t.size].to_vec();
+            let mut d = bytes.clone();
+            self.srv.handle_datagram(self.now, self.ca, &mut d);
+            carried.push(bytes);
+        }
+        while let Some(t) = self.srv.poll_transmit(self.now, &mut out) {
+            let mut d = out[..t.size].to_vec();
+            self.cli.handle_datagram(self.now, self.sa, &mut d);
+        }
+        self.cli.handle_timeout(self.now);
+        self.srv.handle_timeout(self.now);
+        carried
+    }
+
+    /// Pumps until the client's connection is established (or panics after 10 s);
+    /// returns the client datagrams of the handshake.
+    pub fn establish(&mut self) -> Vec<Vec<u8>> {
+        let mut carried = Vec::new();
+        for _ in 0..10_000 {
+            if self
+                .cli
+                .connection(self.h)
+                .is_some_and(|c| c.is_established())
+            {
+                return carried;
+            }
+            carried.extend(self.step(Duration::from_millis(1)));
+        }
+        panic!("the handshake did not complete");
+    }
+}
