@@ -1,8 +1,10 @@
 //! Measures the real ctcp-forward and ctcp-reverse binaries as separate processes on
 //! loopback: one bulk transfer's rate and each proxy's CPU seconds, then N concurrent
-//! streams and each proxy's peak RSS. Every transfer is SHA-256 checked.
+//! streams and each proxy's peak RSS; with SOAK_SECS, a soak: STREAMS streams held open
+//! and trickling data for that long, sampling each proxy's RSS and open file descriptors
+//! every 10 s. Every transfer is SHA-256 checked.
 //! `cargo build --release -p ctcp-forward -p ctcp-reverse && \
-//!  cargo run --release -p ctcp-benches --bin proxy-bench [-- MB STREAMS]`
+//!  cargo run --release -p ctcp-benches --bin proxy-bench [-- MB STREAMS [SOAK_SECS]]`
 
 use anyhow::{bail, Context};
 use ctcp_benches::{checksum_sink, fill_block, socks_connect};
@@ -71,10 +73,111 @@ async fn push(
     Ok(h.finalize().into())
 }
 
+/// (RSS kB now, open file descriptors) of a process.
+fn rss_and_fds(pid: u32) -> anyhow::Result<(u64, usize)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let rss = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))?.count();
+    Ok((rss, fds))
+}
+
+/// One soak stream: 16 KiB about once a second until `until`, then FIN; its digest.
+async fn trickle(
+    socks: std::net::SocketAddr,
+    sink: std::net::SocketAddr,
+    until: tokio::time::Instant,
+    seed: u64,
+) -> anyhow::Result<(u64, [u8; 32])> {
+    let mut c = socks_connect(socks, sink).await?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 16 << 10];
+    let (mut i, mut total) = (seed << 32, 0u64);
+    // Spread the streams' writes over the second.
+    tokio::time::sleep(Duration::from_millis(seed % 1000)).await;
+    while tokio::time::Instant::now() < until {
+        fill_block(i, &mut buf);
+        h.update(&buf);
+        c.write_all(&buf).await?;
+        total += buf.len() as u64;
+        i += 1;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    c.shutdown().await?;
+    Ok((total, h.finalize().into()))
+}
+
+/// Holds `streams` streams open for `secs`, sampling both proxies every 10 s.
+async fn soak(
+    socks: std::net::SocketAddr,
+    sink: std::net::SocketAddr,
+    results: &mut tokio::sync::mpsc::UnboundedReceiver<(u64, [u8; 32])>,
+    pids: (u32, u32),
+    streams: usize,
+    secs: u64,
+) -> anyhow::Result<()> {
+    let until = tokio::time::Instant::now() + Duration::from_secs(secs);
+    let mut tasks = Vec::with_capacity(streams);
+    for s in 0..streams {
+        tasks.push(tokio::spawn(trickle(socks, sink, until, 5000 + s as u64)));
+    }
+    println!("soak: {streams} streams for {secs} s; t_s fwd_rss_mb fwd_fds rev_rss_mb rev_fds");
+    let mut samples = Vec::new();
+    let t0 = tokio::time::Instant::now();
+    while tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let (fr, ff) = rss_and_fds(pids.0)?;
+        let (rr, rf) = rss_and_fds(pids.1)?;
+        let t = t0.elapsed().as_secs();
+        println!(
+            "soak: {t} {:.1} {ff} {:.1} {rf}",
+            fr as f64 / 1024.0,
+            rr as f64 / 1024.0
+        );
+        samples.push((fr, ff, rr, rf));
+    }
+    let mut want = std::collections::HashMap::new();
+    for task in tasks {
+        *want.entry(task.await??).or_insert(0) += 1;
+    }
+    for _ in 0..streams {
+        let got = tokio::time::timeout(Duration::from_secs(60), results.recv())
+            .await?
+            .context("sink")?;
+        match want.get_mut(&got) {
+            Some(c) if *c > 0 => *c -= 1,
+            _ => bail!("soak stream corrupted ({} bytes)", got.0),
+        }
+    }
+    // Growth from the first sample after ramp-up (30 s) to the last.
+    let base = samples
+        .get(2)
+        .or(samples.first())
+        .copied()
+        .unwrap_or_default();
+    let last = samples.last().copied().unwrap_or_default();
+    let pct = |a: u64, b: u64| (b as f64 - a as f64) / a.max(1) as f64 * 100.0;
+    println!(
+        "soak: all {streams} streams SHA-256 ok; RSS change after ramp-up forward {:+.1} %, reverse {:+.1} %; fds forward {} -> {}, reverse {} -> {}",
+        pct(base.0, last.0),
+        pct(base.2, last.2),
+        base.1,
+        last.1,
+        base.3,
+        last.3
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mb: u64 = std::env::args().nth(1).map_or(Ok(100), |s| s.parse())?;
     let streams: usize = std::env::args().nth(2).map_or(Ok(1000), |s| s.parse())?;
+    let soak_secs: u64 = std::env::args().nth(3).map_or(Ok(0), |s| s.parse())?;
     let dir = std::env::temp_dir().join(format!("ctcp-proxy-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let key = dir.join("psk");
@@ -178,6 +281,10 @@ async fn main() -> anyhow::Result<()> {
         frss / 1024,
         rrss / 1024
     );
+    if soak_secs > 0 {
+        let pids = (fwd.0.id(), rev.0.id());
+        soak(tcp, sink, &mut results, pids, streams, soak_secs).await?;
+    }
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }

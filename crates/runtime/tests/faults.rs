@@ -9,6 +9,7 @@ use common::*;
 
 use sha2::{Digest, Sha256};
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UdpSocket;
@@ -34,12 +35,16 @@ enum Cmd {
 struct Relay {
     addr: SocketAddr,
     cmd: mpsc::UnboundedSender<Cmd>,
+    /// Every datagram the forward sent towards the reverse (the first 4,096).
+    captured: Arc<StdMutex<Vec<Vec<u8>>>>,
 }
 
 async fn relay(reverse: SocketAddr) -> Relay {
     let front = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let addr = front.local_addr().unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
+    let captured: Arc<StdMutex<Vec<Vec<u8>>>> = Arc::default();
+    let log = captured.clone();
     tokio::spawn(async move {
         let mut back = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         back.connect(reverse).await.unwrap();
@@ -51,6 +56,12 @@ async fn relay(reverse: SocketAddr) -> Relay {
                 r = front.recv_from(&mut a) => {
                     let Ok((n, from)) = r else { return };
                     client = Some(from);
+                    {
+                        let mut log = log.lock().unwrap();
+                        if log.len() < 4096 {
+                            log.push(a[..n].to_vec());
+                        }
+                    }
                     if Instant::now() >= dark_until {
                         let _ = back.send(&a[..n]).await;
                     }
@@ -73,7 +84,11 @@ async fn relay(reverse: SocketAddr) -> Relay {
             }
         }
     });
-    Relay { addr, cmd: tx }
+    Relay {
+        addr,
+        cmd: tx,
+        captured,
+    }
 }
 
 /// A pair whose forward reaches the reverse through a relay, with the given idle timeout.
@@ -229,4 +244,89 @@ async fn nat_rebinding_mid_transfer_keeps_the_session() {
         m.contains("ctcp_sessions 1"),
         "the reverse should still hold exactly one session: {m}"
     );
+}
+
+/// Datagrams per kind for the flood: `CTCP_HOSTILE_N`, else 20,000.
+fn flood_n() -> usize {
+    std::env::var("CTCP_HOSTILE_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_random_and_replayed_datagrams_at_the_reverse_changes_nothing() {
+    let (p, relay) = pair_via_relay(Duration::from_secs(30)).await;
+    let data = pattern(25, 2 << 20);
+    let back = tokio::time::timeout(T, echo_with_fault(&p, data.clone(), usize::MAX, || {}))
+        .await
+        .expect("no hang")
+        .expect("transfer");
+    assert_eq!(Sha256::digest(&back), Sha256::digest(&data));
+    let captured = relay.captured.lock().unwrap().clone();
+    assert!(
+        captured.len() > 100,
+        "captured {} datagrams",
+        captured.len()
+    );
+
+    // An attacker's socket floods the reverse's real UDP port.
+    let n = flood_n();
+    let sock = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
+    sock.connect(p.rev.local_addr).await.unwrap();
+    let replies = Arc::new(StdMutex::new(Vec::<usize>::new()));
+    let (rx, sink) = (sock.clone(), replies.clone());
+    let task = tokio::spawn(async move {
+        let mut buf = vec![0u8; 65536];
+        while let Ok(len) = rx.recv(&mut buf).await {
+            sink.lock().unwrap().push(len);
+        }
+    });
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut buf = vec![0u8; 1500];
+    let mut largest_sent = 0;
+    for i in 0..2 * n {
+        let d: &[u8] = if i % 2 == 0 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 1400) as usize + 1;
+            for b in buf[..len].iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+            buf[0] = (x % 5) as u8; // reach each packet type's parser
+            &buf[..len]
+        } else {
+            &captured[(i / 2) % captured.len()]
+        };
+        largest_sent = largest_sent.max(d.len());
+        let _ = sock.send(d).await;
+        if i % 512 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    task.abort();
+    let replies = replies.lock().unwrap().clone();
+    eprintln!(
+        "{n} random + {n} replayed datagrams at the reverse: {} replies, largest {:?} bytes",
+        replies.len(),
+        replies.iter().max()
+    );
+    // Only stateless resets (25 B) or ACCEPT re-sends (58 B) may answer, rate-limited.
+    assert!(replies.iter().all(|&l| l == 25 || l == 58), "{replies:?}");
+    assert!(replies.len() < n / 10, "{} replies", replies.len());
+
+    // The real session is untouched and still carries data.
+    let m = ctcp_runtime::metrics::render(&p.rev.driver);
+    assert!(m.contains("ctcp_sessions 1"), "{m}");
+    let data = pattern(26, 1 << 20);
+    let back = tokio::time::timeout(T, echo_with_fault(&p, data.clone(), usize::MAX, || {}))
+        .await
+        .expect("no hang after the flood")
+        .expect("transfer after the flood");
+    assert_eq!(Sha256::digest(&back), Sha256::digest(&data));
 }
