@@ -67,3 +67,54 @@ fn opening_more_streams_than_allowed_fails_cleanly() {
     }
     assert!(c.open_stream(Target::Domain("t.test".into(), 1)).is_err());
 }
+
+#[test]
+fn the_session_limit_and_the_handshake_rate_refuse_the_excess() {
+    use ctcp_proto::{Endpoint, EndpointConfig, Psk};
+    use std::net::SocketAddr;
+    // Each case: (max_sessions, handshake_rate) and how many of five clients get in.
+    for (max_sessions, rate, admitted) in [(2usize, 64u32, 2usize), (256, 1, 1)] {
+        let psk = Psk::new(&[9; 32]).unwrap();
+        let mut sc = EndpointConfig::new(psk.clone(), TransportConfig::default(), true);
+        sc.max_sessions = max_sessions;
+        sc.handshake_rate = rate;
+        let mut srv = Endpoint::new(sc, [1; 32]);
+        let sa: SocketAddr = ([10, 1, 0, 2], 7000).into();
+        // A fixed base instant (from the pump helper, which owns the clock read).
+        let t0 = Duo::new(TransportConfig::default()).now;
+        let now = t0;
+        let mut clients: Vec<(Endpoint, SocketAddr)> = (0..5u8)
+            .map(|i| {
+                let mut c = Endpoint::new(
+                    EndpointConfig::new(psk.clone(), TransportConfig::default(), false),
+                    [10 + i; 32],
+                );
+                c.connect(now, sa);
+                (c, ([10, 2, 0, i], 5000).into())
+            })
+            .collect();
+        let mut out = Vec::new();
+        // 200 ms: well inside one second, so a rate of 1/s admits one handshake.
+        for step in 0..200u64 {
+            let now = t0 + Duration::from_millis(step);
+            for (c, ca) in clients.iter_mut() {
+                while let Some(t) = c.poll_transmit(now, &mut out) {
+                    let mut b = out[..t.size].to_vec();
+                    srv.handle_datagram(now, *ca, &mut b);
+                }
+            }
+            while let Some(t) = srv.poll_transmit(now, &mut out) {
+                let mut b = out[..t.size].to_vec();
+                if let Some((c, _)) = clients.iter_mut().find(|(_, a)| *a == t.destination) {
+                    c.handle_datagram(now, sa, &mut b);
+                }
+            }
+        }
+        assert_eq!(
+            srv.connection_count(),
+            admitted,
+            "limit {max_sessions}, rate {rate}"
+        );
+        assert!(srv.drops().refused >= (5 - admitted) as u64);
+    }
+}
