@@ -1,0 +1,346 @@
+//! Command line of ctcp-linkem: symmetric link flags, per-direction
+//! `KEY=VALUE` overrides, namespace and output options.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use ctcp_linkem::units::{parse_bytes, parse_duration, parse_probability, parse_rate};
+use ctcp_linkem::{EmulatorConfig, GilbertElliott, LinkConfig};
+
+/// Added to `--seed` for the B→A direction, so the two directions draw
+/// independent streams from one seed.
+const B_TO_A_SEED_OFFSET: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// ctcp-linkem: joins two network namespaces through TUN devices and
+/// emulates a link between them (delay, jitter, rate and queue, loss,
+/// reordering, duplication), one set of impairments per direction.
+#[derive(Debug, Parser)]
+#[command(
+    version,
+    about,
+    after_help = "DIRECTIONS:
+  a_to_b carries packets sent from namespace A (--ns-a, address --addr-a) to B; b_to_a the
+  reverse. Link flags apply to both; --a-to-b / --b-to-a override keys for one direction:
+  keys are the link flag names without dashes: delay, jitter, jitter-reorder, rate, queue,
+  loss, ge-loss, ge-burst, ge-p, ge-r, reorder, reorder-delay, dup, seed.
+
+OUTPUT:
+  Prints `ready` on stderr (and writes --ready-file) once both namespaces are configured.
+  Writes one JSON object per direction per --stats-interval, and once more with
+  \"final\":true at exit, to stdout or --stats-file.
+
+EXAMPLES:
+  ctcp-linkem --delay 250ms --rate 10mbit --queue 125000 --loss 0.05 --seed 1
+  ctcp-linkem --delay 250ms --rate 10mbit --ge-loss 0.05 --ge-burst 4 --ready-file /tmp/up
+  ctcp-linkem --delay 10ms --b-to-a rate=1mbit,loss=0 --loss 1%
+  ip netns exec ctcp-a iperf3 -c 10.77.0.2
+  ctcp-linkem --cleanup   # remove namespaces left by a killed run"
+)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    link: LinkArgs,
+    /// Overrides for A→B only: KEY=VALUE[,KEY=VALUE...], e.g. loss=0.1,rate=5mbit.
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    a_to_b: Vec<String>,
+    /// Overrides for B→A only: KEY=VALUE[,KEY=VALUE...].
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    b_to_a: Vec<String>,
+    /// Name of network namespace A.
+    #[arg(long, default_value = "ctcp-a")]
+    pub(crate) ns_a: String,
+    /// Name of network namespace B.
+    #[arg(long, default_value = "ctcp-b")]
+    pub(crate) ns_b: String,
+    /// Address of the link's end in A.
+    #[arg(long, default_value = "10.77.0.1")]
+    addr_a: Ipv4Addr,
+    /// Address of the link's end in B.
+    #[arg(long, default_value = "10.77.0.2")]
+    addr_b: Ipv4Addr,
+    /// Name of the TUN interface inside both namespaces.
+    #[arg(long, default_value = "linkem0")]
+    dev: String,
+    /// MTU of both interfaces.
+    #[arg(long, default_value_t = 1500)]
+    mtu: u16,
+    /// Period of the statistics lines (0 = only at exit).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub(crate) stats_interval: Duration,
+    /// Write statistics to this file instead of stdout.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) stats_file: Option<PathBuf>,
+    /// Create this file (containing `ready`) once the link is up; removed at exit.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) ready_file: Option<PathBuf>,
+    /// Leave the namespaces in place at exit (the TUN devices still go).
+    #[arg(long)]
+    keep: bool,
+    /// Delete the namespaces named by --ns-a and --ns-b if they exist, then exit.
+    #[arg(long)]
+    pub(crate) cleanup: bool,
+}
+
+/// The link flags shared by both directions.
+#[derive(Debug, clap::Args)]
+struct LinkArgs {
+    /// One-way propagation delay, e.g. 250ms.
+    #[arg(long, default_value = "0", value_parser = parse_duration)]
+    delay: Duration,
+    /// Extra delay per packet, uniform in [0, JITTER] (mean delay = delay + jitter/2).
+    #[arg(long, default_value = "0", value_parser = parse_duration)]
+    jitter: Duration,
+    /// Let jitter reorder packets (default: jitter keeps FIFO order).
+    #[arg(long)]
+    jitter_reorder: bool,
+    /// Bottleneck rate, e.g. 10mbit, 500kbit, 1gbit [default: unlimited].
+    #[arg(long, value_parser = parse_rate)]
+    rate: Option<u64>,
+    /// Drop-tail queue in bytes (with --rate), e.g. 125000 or 125k.
+    #[arg(long, default_value = "125000", value_parser = parse_bytes)]
+    queue: u64,
+    /// Bernoulli loss probability, e.g. 0.05 or 5%.
+    #[arg(long, default_value = "0", value_parser = parse_probability)]
+    loss: f64,
+    /// Gilbert-Elliott mean loss (with --ge-burst).
+    #[arg(long, value_parser = parse_probability)]
+    ge_loss: Option<f64>,
+    /// Gilbert-Elliott mean loss burst length in packets (with --ge-loss).
+    #[arg(long)]
+    ge_burst: Option<f64>,
+    /// Gilbert-Elliott good→bad transition probability (with --ge-r; instead of --ge-loss).
+    #[arg(long, value_parser = parse_probability, conflicts_with_all = ["ge_loss", "ge_burst"])]
+    ge_p: Option<f64>,
+    /// Gilbert-Elliott bad→good transition probability (with --ge-p).
+    #[arg(long, value_parser = parse_probability, conflicts_with_all = ["ge_loss", "ge_burst"])]
+    ge_r: Option<f64>,
+    /// Probability that a packet is held back by --reorder-delay.
+    #[arg(long, default_value = "0", value_parser = parse_probability)]
+    reorder: f64,
+    /// How long a reordered packet is held back.
+    #[arg(long, default_value = "0", value_parser = parse_duration)]
+    reorder_delay: Duration,
+    /// Duplication probability.
+    #[arg(long, default_value = "0", value_parser = parse_probability)]
+    dup: f64,
+    /// Seed of the random choices (B→A uses a stream derived from it).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// One direction's parameters before the Gilbert-Elliott pair is resolved.
+#[derive(Clone, Debug)]
+struct Spec {
+    link: LinkConfig,
+    ge_loss: Option<f64>,
+    ge_burst: Option<f64>,
+    ge_p: Option<f64>,
+    ge_r: Option<f64>,
+}
+
+impl Spec {
+    fn from_args(a: &LinkArgs) -> Self {
+        Self {
+            link: LinkConfig {
+                delay: a.delay,
+                jitter: a.jitter,
+                jitter_reorder: a.jitter_reorder,
+                rate_bps: a.rate,
+                queue_bytes: a.queue,
+                loss: a.loss,
+                gilbert_elliott: None,
+                reorder: a.reorder,
+                reorder_delay: a.reorder_delay,
+                duplicate: a.dup,
+                seed: a.seed,
+            },
+            ge_loss: a.ge_loss,
+            ge_burst: a.ge_burst,
+            ge_p: a.ge_p,
+            ge_r: a.ge_r,
+        }
+    }
+
+    /// Applies `KEY=VALUE[,KEY=VALUE...]` items.
+    fn apply(&mut self, items: &[String]) -> anyhow::Result<()> {
+        for item in items.iter().flat_map(|s| s.split(',')) {
+            let item = item.trim();
+            if item.is_empty() {
+                continue;
+            }
+            let Some((key, value)) = item.split_once('=') else {
+                bail!("override {item:?} is not KEY=VALUE");
+            };
+            self.set(key.trim(), value.trim())
+                .with_context(|| format!("override {item:?}"))?;
+        }
+        Ok(())
+    }
+
+    fn set(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
+        let l = &mut self.link;
+        match key.replace('_', "-").as_str() {
+            "delay" => l.delay = parse_duration(value)?,
+            "jitter" => l.jitter = parse_duration(value)?,
+            "jitter-reorder" => {
+                l.jitter_reorder = value.parse().context("expected true or false")?
+            }
+            "rate" => {
+                l.rate_bps = match value {
+                    "none" | "unlimited" => None,
+                    v => Some(parse_rate(v)?),
+                }
+            }
+            "queue" => l.queue_bytes = parse_bytes(value)?,
+            "loss" => l.loss = parse_probability(value)?,
+            "reorder" => l.reorder = parse_probability(value)?,
+            "reorder-delay" => l.reorder_delay = parse_duration(value)?,
+            "dup" => l.duplicate = parse_probability(value)?,
+            "seed" => l.seed = value.parse().context("expected an unsigned integer")?,
+            "ge-loss" => self.ge_loss = Some(parse_probability(value)?),
+            "ge-burst" => self.ge_burst = Some(value.parse().context("expected a number")?),
+            "ge-p" => self.ge_p = Some(parse_probability(value)?),
+            "ge-r" => self.ge_r = Some(parse_probability(value)?),
+            other => bail!("unknown key {other:?}"),
+        }
+        Ok(())
+    }
+
+    /// The final configuration, with the Gilbert-Elliott chain resolved.
+    fn resolve(self) -> anyhow::Result<LinkConfig> {
+        let ge = match (self.ge_loss, self.ge_burst, self.ge_p, self.ge_r) {
+            (None, None, None, None) => None,
+            (Some(0.0), _, None, None) => None,
+            (Some(loss), Some(burst), None, None) => Some(GilbertElliott::from_mean(loss, burst)?),
+            (Some(_), None, None, None) => {
+                bail!("--ge-loss needs --ge-burst (mean burst length in packets)")
+            }
+            (None, Some(_), None, None) => bail!("--ge-burst needs --ge-loss"),
+            (None, None, Some(p), Some(r)) => Some(GilbertElliott::from_transitions(p, r)?),
+            (None, None, _, _) => bail!("--ge-p and --ge-r go together"),
+            _ => bail!(
+                "give Gilbert-Elliott loss as --ge-loss/--ge-burst or as --ge-p/--ge-r, not both"
+            ),
+        };
+        let mut link = self.link;
+        link.gilbert_elliott = ge;
+        link.validate()?;
+        Ok(link)
+    }
+}
+
+impl Cli {
+    /// The emulator configuration the flags describe.
+    pub(crate) fn emulator_config(&self) -> anyhow::Result<EmulatorConfig> {
+        let base = Spec::from_args(&self.link);
+        let mut a_to_b = base.clone();
+        a_to_b.apply(&self.a_to_b).context("--a-to-b")?;
+        let mut b_to_a = base;
+        b_to_a.link.seed = self.link.seed.wrapping_add(B_TO_A_SEED_OFFSET);
+        b_to_a.apply(&self.b_to_a).context("--b-to-a")?;
+        Ok(EmulatorConfig {
+            ns_a: self.ns_a.clone(),
+            ns_b: self.ns_b.clone(),
+            addr_a: self.addr_a,
+            addr_b: self.addr_b,
+            dev: self.dev.clone(),
+            mtu: self.mtu,
+            a_to_b: a_to_b.resolve().context("A to B")?,
+            b_to_a: b_to_a.resolve().context("B to A")?,
+            keep: self.keep,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> anyhow::Result<EmulatorConfig> {
+        let mut full = vec!["ctcp-linkem"];
+        full.extend_from_slice(args);
+        Cli::try_parse_from(full)?.emulator_config()
+    }
+
+    #[test]
+    fn symmetric_flags_apply_to_both_directions() {
+        let c = parse(&[
+            "--delay",
+            "250ms",
+            "--rate",
+            "10mbit",
+            "--queue",
+            "125000",
+            "--loss",
+            "0.05",
+            "--ge-loss",
+            "0.05",
+            "--ge-burst",
+            "4",
+            "--reorder",
+            "0.02",
+            "--reorder-delay",
+            "50ms",
+            "--dup",
+            "0",
+            "--seed",
+            "1",
+        ])
+        .unwrap();
+        for l in [&c.a_to_b, &c.b_to_a] {
+            assert_eq!(l.delay, Duration::from_millis(250));
+            assert_eq!(l.rate_bps, Some(10_000_000));
+            assert_eq!(l.queue_bytes, 125_000);
+            assert!((l.loss - 0.05).abs() < 1e-12);
+            let ge = l.gilbert_elliott.unwrap();
+            assert!((ge.mean_loss() - 0.05).abs() < 1e-12);
+            assert!((ge.mean_burst() - 4.0).abs() < 1e-12);
+            assert!((l.reorder - 0.02).abs() < 1e-12);
+            assert_eq!(l.reorder_delay, Duration::from_millis(50));
+        }
+        assert_eq!(c.a_to_b.seed, 1);
+        assert_ne!(c.b_to_a.seed, c.a_to_b.seed);
+        assert_eq!(c.ns_a, "ctcp-a");
+        assert_eq!(c.addr_b, Ipv4Addr::new(10, 77, 0, 2));
+    }
+
+    #[test]
+    fn per_direction_overrides() {
+        let c = parse(&[
+            "--delay",
+            "10ms",
+            "--loss",
+            "1%",
+            "--b-to-a",
+            "rate=1mbit,loss=0",
+            "--a-to-b",
+            "ge_p=0.01",
+            "--a-to-b",
+            "ge-r=0.5,seed=9",
+        ])
+        .unwrap();
+        assert_eq!(c.b_to_a.rate_bps, Some(1_000_000));
+        assert_eq!(c.b_to_a.loss, 0.0);
+        assert_eq!(c.a_to_b.rate_bps, None);
+        assert!((c.a_to_b.loss - 0.01).abs() < 1e-12);
+        assert_eq!(
+            c.a_to_b.gilbert_elliott,
+            Some(GilbertElliott { p: 0.01, r: 0.5 })
+        );
+        assert_eq!(c.a_to_b.seed, 9);
+        assert_eq!(c.b_to_a.delay, Duration::from_millis(10));
+    }
+
+    #[test]
+    fn rejects_incomplete_or_bad_values() {
+        assert!(parse(&["--ge-loss", "0.05"]).is_err());
+        assert!(parse(&["--ge-p", "0.1"]).is_err());
+        assert!(parse(&["--ge-loss", "0.05", "--ge-burst", "4", "--ge-p", "0.1"]).is_err());
+        assert!(parse(&["--loss", "2"]).is_err());
+        assert!(parse(&["--rate", "10mbps"]).is_err());
+        assert!(parse(&["--a-to-b", "bogus=1"]).is_err());
+        assert!(parse(&["--a-to-b", "loss"]).is_err());
+    }
+}

@@ -1,0 +1,100 @@
+//! ctcp-linkem: userspace link emulator between two network namespaces; see
+//! `--help` and the `ctcp_linkem` crate docs.
+
+mod cli;
+
+use std::path::Path;
+
+use anyhow::Context;
+use clap::Parser;
+use ctcp_linkem::{netns, Emulator, StatsOptions, StatsSink};
+use tokio::signal::unix::{signal, SignalKind};
+
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ctcp-linkem: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn run() -> anyhow::Result<()> {
+    let cli = cli::Cli::parse();
+    init_logging();
+    if cli.cleanup {
+        for ns in [&cli.ns_a, &cli.ns_b] {
+            if netns::remove_if_exists(ns)? {
+                tracing::info!(ns = %ns, "removed leftover namespace");
+            }
+        }
+        return Ok(());
+    }
+    let config = cli.emulator_config()?;
+    // Installed before anything is created, so SIGINT/SIGTERM at any point
+    // after this leads to a clean teardown rather than the default exit.
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    if let Some(path) = &cli.ready_file {
+        remove_file_if_exists(path).context("removing a stale ready file")?;
+    }
+    let sink = StatsSink::open(cli.stats_file.as_deref()).context("opening the stats file")?;
+    let mut emulator = Emulator::setup(&config).context("setting up the link")?;
+
+    let result = async {
+        if let Some(path) = &cli.ready_file {
+            write_ready_file(path).context("writing the ready file")?;
+        }
+        eprintln!("ready");
+        let shutdown = async {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM: stopping"),
+                _ = int.recv() => tracing::info!("SIGINT: stopping"),
+            }
+        };
+        let stats = StatsOptions {
+            sink,
+            interval: Some(cli.stats_interval),
+        };
+        emulator.run(shutdown, stats).await?;
+        anyhow::Ok(())
+    }
+    .await;
+
+    if let Some(path) = &cli.ready_file {
+        if let Err(e) = remove_file_if_exists(path) {
+            tracing::warn!(path = %path.display(), error = %e, "cannot remove the ready file");
+        }
+    }
+    let teardown = emulator.teardown().context("removing the namespaces");
+    result?;
+    teardown
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// Writes `ready` to `path` atomically (a temporary file renamed into
+/// place), so a runner polling for the file never reads it half-written.
+fn write_ready_file(path: &Path) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, "ready\n")?;
+    std::fs::rename(&tmp, path)
+}
+
+fn remove_file_if_exists(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}

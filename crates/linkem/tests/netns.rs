@@ -1,0 +1,385 @@
+//! End-to-end tests of the `ctcp-linkem` binary: real namespaces, real TUN
+//! devices, real packets. They need root and /dev/net/tun and skip (with a
+//! message) without them. Namespace names carry the test process id, so
+//! parallel runs do not collide.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_ctcp-linkem");
+const IP: &str = "/usr/sbin/ip";
+
+/// Why these tests cannot run here, if they cannot.
+fn skip_reason() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let root = status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        == Some("0");
+    if !root {
+        return Some("not running as root".into());
+    }
+    if !Path::new("/dev/net/tun").exists() {
+        return Some("/dev/net/tun is missing".into());
+    }
+    if !Path::new(IP).exists() {
+        return Some(format!("{IP} is missing"));
+    }
+    None
+}
+
+macro_rules! require_privileges {
+    () => {
+        if let Some(reason) = skip_reason() {
+            eprintln!("skipping: {reason}");
+            return;
+        }
+    };
+}
+
+fn namespaces() -> Vec<String> {
+    let out = Command::new(IP).args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .collect()
+}
+
+fn ns_exists(name: &str) -> bool {
+    namespaces().iter().any(|n| n == name)
+}
+
+fn scratch_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ctcp-linkem-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Sends `signal` (a `kill -s` name) to a process this test started.
+fn send_signal(child: &Child, signal: &str) {
+    let ok = Command::new("kill")
+        .args(["-s", signal, &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -s {signal} failed");
+}
+
+/// A running emulator; on drop (a failed assertion included) it is killed
+/// and its namespaces are deleted, so a failing test leaves nothing behind.
+struct Emulator {
+    child: Option<Child>,
+    ns: [String; 2],
+    stderr: PathBuf,
+}
+
+impl Emulator {
+    /// Starts the binary with `args` plus namespace, ready-file and stats
+    /// options, and waits (up to 30 s) for it to report ready.
+    fn start(dir: &Path, ns: [String; 2], args: &[&str]) -> Self {
+        let ready = dir.join("ready");
+        let stderr = dir.join("stderr.log");
+        let child = Command::new(BIN)
+            .args(["--ns-a", &ns[0], "--ns-b", &ns[1]])
+            .arg("--ready-file")
+            .arg(&ready)
+            .arg("--stats-file")
+            .arg(dir.join("stats.jsonl"))
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let mut emu = Self {
+            child: Some(child),
+            ns,
+            stderr,
+        };
+        for _ in 0..600 {
+            if ready.exists() {
+                return emu;
+            }
+            if let Some(status) = emu.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("emulator exited with {status} before ready: {}", emu.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("emulator not ready after 30 s: {}", emu.log());
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Sends `signal` and waits (up to 20 s) for the process to exit.
+    fn stop(&mut self, signal: &str) -> ExitStatus {
+        let mut child = self.child.take().unwrap();
+        send_signal(&child, signal);
+        for _ in 0..400 {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("emulator did not exit within 20 s of {signal}");
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        for ns in &self.ns {
+            if ns_exists(ns) {
+                let _ = Command::new(IP).args(["netns", "del", ns]).status();
+            }
+        }
+    }
+}
+
+fn which(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Round-trip times in ms of `count` pings from namespace `from` to `to`.
+fn ping_rtts(from: &str, to: &str, count: usize) -> Vec<f64> {
+    let out = Command::new(IP)
+        .args([
+            "netns",
+            "exec",
+            from,
+            "ping",
+            "-n",
+            "-c",
+            &count.to_string(),
+            "-i",
+            "0.2",
+            "-W",
+            "2",
+            to,
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "ping failed: {text}");
+    parse_ping(&text)
+}
+
+/// The `time=X ms` values of ping's output.
+fn parse_ping(text: &str) -> Vec<f64> {
+    text.lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.split_whitespace().next())
+        .filter_map(|v| v.parse().ok())
+        .collect()
+}
+
+/// Round-trip times in ms of `count` UDP echoes (python3 on both sides,
+/// since ping is not installed): an echo server in `server_ns` on
+/// `server_addr`, a client in `client_ns` sending one datagram every 0.2 s.
+fn udp_echo_rtts(client_ns: &str, server_ns: &str, server_addr: &str, count: usize) -> Vec<f64> {
+    const PORT: &str = "7777";
+    let server_code = format!(
+        "import socket,sys\n\
+         s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+         s.bind(('{server_addr}',{PORT}))\n\
+         s.settimeout(20)\n\
+         print('listening',flush=True)\n\
+         for _ in range({count}):\n\
+         \x20   d,a=s.recvfrom(4096)\n\
+         \x20   s.sendto(d,a)\n"
+    );
+    let mut server = Command::new(IP)
+        .args(["netns", "exec", server_ns, "python3", "-c", &server_code])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "listening", "echo server did not start");
+    let client_code = format!(
+        "import socket,time\n\
+         s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+         s.settimeout(2)\n\
+         for i in range({count}):\n\
+         \x20   t=time.monotonic()\n\
+         \x20   s.sendto(b'x'*56,('{server_addr}',{PORT}))\n\
+         \x20   s.recvfrom(4096)\n\
+         \x20   print('%.3f'%((time.monotonic()-t)*1e3),flush=True)\n\
+         \x20   time.sleep(0.2)\n"
+    );
+    let out = Command::new(IP)
+        .args(["netns", "exec", client_ns, "python3", "-c", &client_code])
+        .output()
+        .unwrap();
+    let _ = server.wait();
+    assert!(
+        out.status.success(),
+        "echo client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect()
+}
+
+fn final_stats(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("stats.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["final"] == true)
+        .collect()
+}
+
+#[test]
+fn ping_across_a_50ms_link_and_clean_up_on_sigterm() {
+    require_privileges!();
+    let pid = std::process::id();
+    let ns = [format!("lkt-{pid}-pa"), format!("lkt-{pid}-pb")];
+    let dir = scratch_dir("ping");
+    let mut emu = Emulator::start(
+        &dir,
+        ns.clone(),
+        &["--delay", "50ms", "--stats-interval", "0"],
+    );
+    assert!(ns_exists(&ns[0]) && ns_exists(&ns[1]));
+
+    let count = 10;
+    let (rtts, tool) = if which("ping") {
+        (ping_rtts(&ns[0], "10.77.0.2", count), "ping")
+    } else {
+        (
+            udp_echo_rtts(&ns[0], &ns[1], "10.77.0.2", count),
+            "python3 UDP echo",
+        )
+    };
+    eprintln!("RTTs over a 50 ms one-way link ({tool}): {rtts:?} ms");
+    assert_eq!(rtts.len(), count, "lost echoes: {rtts:?}");
+    // The RTT is the median: on a loaded 2-core machine a single echo can
+    // be delayed by the scheduler (of the echo programs or the emulator),
+    // which is measurement noise, not link delay (the emulator's own
+    // release lateness is printed below from its statistics). No echo may
+    // come back early.
+    let mut sorted = rtts.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = (sorted[count / 2 - 1] + sorted[count / 2]) / 2.0;
+    eprintln!("median RTT {median:.3} ms");
+    assert!(
+        (97.0..=103.0).contains(&median),
+        "median RTT {median} ms is not 100 ms ± 3 ms: {rtts:?}"
+    );
+    assert!(sorted[0] >= 97.0, "an echo came back early: {rtts:?}");
+
+    let status = emu.stop("TERM");
+    assert!(status.success(), "exit {status}: {}", emu.log());
+    assert!(!ns_exists(&ns[0]), "{} left behind", ns[0]);
+    assert!(!ns_exists(&ns[1]), "{} left behind", ns[1]);
+    assert!(!dir.join("ready").exists(), "ready file left behind");
+
+    let stats = final_stats(&dir);
+    assert_eq!(stats.len(), 2, "one final line per direction");
+    for line in &stats {
+        eprintln!(
+            "{}: release lateness mean {} µs, max {} µs",
+            line["direction"], line["late_mean_us"], line["late_max_us"]
+        );
+        assert_eq!(line["packets_in"], count as u64, "{line}");
+        assert_eq!(line["delivered"], count as u64, "{line}");
+        assert_eq!(line["lost"], 0, "{line}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn keep_leaves_namespaces_on_sigint_and_cleanup_removes_them() {
+    require_privileges!();
+    let pid = std::process::id();
+    let ns = [format!("lkt-{pid}-ka"), format!("lkt-{pid}-kb")];
+    let dir = scratch_dir("keep");
+    let mut emu = Emulator::start(&dir, ns.clone(), &["--keep", "--stats-interval", "0"]);
+    let status = emu.stop("INT");
+    assert!(status.success(), "exit {status}: {}", emu.log());
+    assert!(
+        ns_exists(&ns[0]) && ns_exists(&ns[1]),
+        "--keep removed the namespaces"
+    );
+
+    let out = Command::new(BIN)
+        .args(["--cleanup", "--ns-a", &ns[0], "--ns-b", &ns[1]])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !ns_exists(&ns[0]) && !ns_exists(&ns[1]),
+        "--cleanup left namespaces"
+    );
+    // Nothing left to clean is not an error.
+    let again = Command::new(BIN)
+        .args(["--cleanup", "--ns-a", &ns[0], "--ns-b", &ns[1]])
+        .status()
+        .unwrap();
+    assert!(again.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn refuses_an_existing_namespace_and_leaves_it_alone() {
+    require_privileges!();
+    let pid = std::process::id();
+    let ns = [format!("lkt-{pid}-ea"), format!("lkt-{pid}-eb")];
+    // Owned by the test; the guard below deletes both whatever happens.
+    let guard = Emulator {
+        child: None,
+        ns: ns.clone(),
+        stderr: PathBuf::new(),
+    };
+    assert!(Command::new(IP)
+        .args(["netns", "add", &ns[1]])
+        .status()
+        .unwrap()
+        .success());
+    let out = Command::new(BIN)
+        .args(["--ns-a", &ns[0], "--ns-b", &ns[1], "--stats-interval", "0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("already exists"), "{stderr}");
+    assert!(!stderr.lines().any(|l| l == "ready"), "{stderr}");
+    assert!(ns_exists(&ns[1]), "deleted a namespace it did not create");
+    assert!(
+        !ns_exists(&ns[0]),
+        "left its own namespace behind after failing"
+    );
+    drop(guard);
+}
+
+#[test]
+fn parses_ping_output() {
+    let text = "PING 10.77.0.2 (10.77.0.2) 56(84) bytes of data.\n\
+                64 bytes from 10.77.0.2: icmp_seq=1 ttl=64 time=100 ms\n\
+                64 bytes from 10.77.0.2: icmp_seq=2 ttl=64 time=100.4 ms\n\
+                --- 10.77.0.2 ping statistics ---\n";
+    assert_eq!(parse_ping(text), [100.0, 100.4]);
+}
