@@ -59,8 +59,18 @@ fn main() -> anyhow::Result<()> {
     let total = args.mb * 1_000_000;
     let mut rows = Vec::new();
     println!(
-        "{:<12} {:>6} {:>6} {:>10} {:>6} {:>7} {:>6} {:>8} {:>8} {:>5}",
-        "scenario", "rtt", "loss", "goodput", "eff", "repair", "wire", "p99ms", "t90s", "ok"
+        "{:<12} {:>6} {:>6} {:>10} {:>6} {:>6} {:>7} {:>6} {:>8} {:>8} {:>5}",
+        "scenario",
+        "rtt",
+        "loss",
+        "goodput",
+        "eff",
+        "effss",
+        "repair",
+        "wire",
+        "p99ms",
+        "t90s",
+        "ok"
     );
     let mut run = |scenario: &str, rtt: u64, loss: f64, link: LinkSpec| -> anyhow::Result<()> {
         let seed = Seed(0x5eed ^ rtt ^ (loss * 1e4) as u64);
@@ -73,14 +83,16 @@ fn main() -> anyhow::Result<()> {
         let r =
             run_transfer(&link, cfg, total, seed, deadline).map_err(|e| anyhow::anyhow!("{e}"))?;
         let eff = r.goodput_bps / (RATE as f64 * (1.0 - loss));
+        let eff_steady = r.steady_goodput_bps / (RATE as f64 * (1.0 - loss));
         let t90 = r.time_to_90pct.map(|d| d.as_secs_f64());
         println!(
-            "{:<12} {:>6} {:>6.3} {:>10.0} {:>6.3} {:>7.3} {:>6.3} {:>8.1} {:>8} {:>5}",
+            "{:<12} {:>6} {:>6.3} {:>10.0} {:>6.3} {:>6.3} {:>7.3} {:>6.3} {:>8.1} {:>8} {:>5}",
             scenario,
             rtt,
             loss,
             r.goodput_bps,
             eff,
+            eff_steady,
             r.repair_overhead,
             r.wire_per_goodput,
             r.p99_extra_delay_ms,
@@ -89,8 +101,8 @@ fn main() -> anyhow::Result<()> {
         );
         rows.push(json!({
             "scenario": scenario, "rtt_ms": rtt, "loss": loss, "goodput_bps": r.goodput_bps,
-            "efficiency": eff, "repair_overhead": r.repair_overhead, "wire_per_goodput": r.wire_per_goodput,
-            "bytes_ok": r.bytes_ok, "jain": null, "p99_extra_delay_ms": r.p99_extra_delay_ms,
+            "efficiency": eff, "efficiency_steady": eff_steady, "repair_overhead": r.repair_overhead, "wire_per_goodput": r.wire_per_goodput,
+            "bytes_ok": r.bytes_ok, "jain": null, "p99_extra_delay_ms": r.p99_extra_delay_ms, "p99_write_to_read_ms": r.p99_write_to_read_ms,
             "time_to_90pct_s": t90, "seed": seed.0,
         }));
         Ok(())

@@ -158,6 +158,14 @@ pub struct ConnectionStats {
     pub loss: f64,
     /// Current proactive repair ratio (repairs per source symbol).
     pub repair_ratio: f64,
+    /// Stream bytes put into source symbols and sent (first transmissions; stream data is
+    /// never re-sent, lost symbols are recovered by repairs).
+    pub stream_bytes_sent: u64,
+    /// Repair symbols received.
+    pub repairs_received: u64,
+    /// Repair symbols received that added nothing (every symbol they cover was already
+    /// known or decodable): the sender's wasted redundancy, as seen by this receiver.
+    pub repairs_useless: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -492,6 +500,7 @@ impl Connection {
         s.slow_start = self.cc.in_slow_start();
         s.in_flight = self.in_flight;
         s.repair_debt = self.repair_debt;
+        s.stream_bytes_sent = self.data_sent;
         s.peer_deficit = self.peer_deficit;
         s.unacked_symbols = self.encoder.len() as u64;
         s.cwnd = self.cc.window();
@@ -596,7 +605,11 @@ impl Connection {
                 }
                 Chunk::Repair { header, data } => {
                     eliciting = true;
-                    let _ = self.decoder.receive_repair(&header, data);
+                    let r = self.decoder.receive_repair(&header, data);
+                    self.stats.repairs_received += 1;
+                    if !matches!(r, Ok(ctcp_rlnc::Received::New)) {
+                        self.stats.repairs_useless += 1;
+                    }
                 }
                 Chunk::Ping => eliciting = true,
                 Chunk::Close { code, reason } => {

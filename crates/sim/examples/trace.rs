@@ -24,12 +24,15 @@ fn main() {
     let tx = CtcpPeer::sender(cfg.clone(), &[7; 32], 1, start, mb * 1_000_000);
     let rx = CtcpPeer::receiver(cfg, &[7; 32], 2);
     let flow = sim.add_flow(tx, rx, f, r);
-    let step = Duration::from_millis(rtt.max(250));
+    let step_ms: u64 = a.get(5).map_or(rtt.max(250), |s| s.parse().unwrap());
+    let step = Duration::from_millis(step_ms);
     let mut last = 0;
     for i in 1..400 {
         sim.run_until(start + step * i).unwrap();
         let rx = sim.server::<CtcpPeer>(flow).unwrap();
-        let s = sim.client::<CtcpPeer>(flow).unwrap().stats().unwrap();
+        let Some(s) = sim.client::<CtcpPeer>(flow).unwrap().stats() else {
+            continue;
+        };
         let got = rx.delivery.bytes_ok;
         println!(
             "t={:6.2} rate={:6.2}Mb cwnd={:5} srtt={:6.1} min={:6.1} rmin={:6.1} ss={} lost={:6} src={:6} rep={:6} loss={:.3} ratio={:.3} inflight={} debt={} pdef={} unacked={}",
@@ -37,10 +40,12 @@ fn main() {
             (got - last) as f64 * 8.0 / step.as_secs_f64() / 1e6,
             s.cwnd, s.srtt.as_secs_f64() * 1e3, s.min_rtt.as_secs_f64() * 1e3, s.round_min.as_secs_f64() * 1e3, s.slow_start as u8, s.lost, s.source_sent, s.repair_sent, s.loss, s.repair_ratio, s.in_flight, s.repair_debt, s.peer_deficit, s.unacked_symbols
         );
-        let rs = rx.stats().unwrap();
+        let Some(rs) = rx.stats() else { continue };
         println!(
-            "      rx: got={} src_sent={} unacked={} inflight={} cwnd={} debt={} pdef={}",
+            "      rx: got={} rep_rx={} useless={} src_sent={} unacked={} inflight={} cwnd={} debt={} pdef={}",
             got,
+            rs.repairs_received,
+            rs.repairs_useless,
             rs.source_sent,
             rs.unacked_symbols,
             rs.in_flight,

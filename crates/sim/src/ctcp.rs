@@ -69,6 +69,8 @@ pub struct CtcpPeer {
     pub delivery: Delivery,
     /// Send times of the sender's writes: (time, stream offset after the write).
     pub writes: Vec<(Instant, u64)>,
+    /// First-transmission times of stream bytes: (time, stream bytes sent by then).
+    pub first_sent: Vec<(Instant, u64)>,
 }
 
 const CLIENT_ADDR: &str = "10.0.0.1:40000";
@@ -106,6 +108,7 @@ impl CtcpPeer {
             scratch: vec![0; 64 * 1024],
             delivery: Delivery::default(),
             writes: Vec::new(),
+            first_sent: Vec::new(),
         }
     }
 
@@ -122,6 +125,7 @@ impl CtcpPeer {
             scratch: vec![0; 64 * 1024],
             delivery: Delivery::default(),
             writes: Vec::new(),
+            first_sent: Vec::new(),
         }
     }
 
@@ -246,10 +250,15 @@ impl Endpoint for CtcpPeer {
     fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
         self.pump(now);
         let mut out = Vec::with_capacity(1500);
-        self.endpoint.poll_transmit(now, &mut out).map(|t| {
-            out.truncate(t.size);
-            out
-        })
+        let t = self.endpoint.poll_transmit(now, &mut out)?;
+        out.truncate(t.size);
+        if matches!(self.app, App::Sender { .. }) {
+            let sent = self.stats().map_or(0, |s| s.stream_bytes_sent);
+            if self.first_sent.last().is_none_or(|&(_, b)| b < sent) {
+                self.first_sent.push((now, sent));
+            }
+        }
+        Some(out)
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -280,8 +289,15 @@ pub struct TransferReport {
     /// Seconds from start until the receive rate first reached 90 % of the link rate
     /// (over a sliding window of one RTT), if it did.
     pub time_to_90pct: Option<Duration>,
-    /// p99 over bytes of (read time − write time − one-way delay), in ms.
+    /// p99 over bytes of (read time − first transmission − one-way delay), in ms: what
+    /// loss recovery and reordering cost, without send-buffer or start-up waiting.
     pub p99_extra_delay_ms: f64,
+    /// p99 over bytes of (read time − write time − one-way delay), in ms: as the
+    /// application sees it, including time queued in the send buffer.
+    pub p99_write_to_read_ms: f64,
+    /// Goodput in bit/s after the start-up: bytes delivered from `time_to_90pct` to the
+    /// end over that time (the whole transfer if the rate never reached 90 %).
+    pub steady_goodput_bps: f64,
     /// Sender statistics at the end.
     pub sender_stats: Option<ctcp_proto::ConnectionStats>,
 }
@@ -345,7 +361,24 @@ fn report(sim: &Sim, flow: FlowId, link: &LinkSpec, total: u64, start: Instant) 
         }
         None
     });
+    let steady_goodput_bps = match time_to_90pct {
+        Some(t90) if duration > t90 => {
+            let at = start + t90;
+            let before = d
+                .progress
+                .iter()
+                .take_while(|(t, _)| *t <= at)
+                .last()
+                .map_or(0, |&(_, b)| b);
+            (d.bytes_ok.saturating_sub(before)) as f64 * 8.0
+                / (duration - t90).as_secs_f64().max(1e-9)
+        }
+        _ => goodput_bps,
+    };
     let p99_extra_delay_ms = tx.map_or(0.0, |t| {
+        p99_delay(&t.first_sent, &d.progress, link.one_way_delay)
+    });
+    let p99_write_to_read_ms = tx.map_or(0.0, |t| {
         p99_delay(&t.writes, &d.progress, link.one_way_delay)
     });
     TransferReport {
@@ -357,6 +390,8 @@ fn report(sim: &Sim, flow: FlowId, link: &LinkSpec, total: u64, start: Instant) 
         wire_per_goodput,
         time_to_90pct,
         p99_extra_delay_ms,
+        p99_write_to_read_ms,
+        steady_goodput_bps,
         sender_stats,
     }
 }
