@@ -2,7 +2,9 @@
 //! and fairness against a Cubic-model flow. Prints a table and writes one JSON object per
 //! line to `benches/results/sim-sweep.json`.
 //!
-//! `cargo run --release -p ctcp-benches --bin sim-sweep [-- --rtt 500 --loss 0.2 --mb 20]`
+//! `cargo run --release -p ctcp-benches --bin sim-sweep [-- --rtt 500 --loss 0.2 --mb 20 --seed-offset N]`
+//! (`--seed-offset` or `SIM_SEED_OFFSET` shifts every cell's seed, for multi-seed means; 0 keeps
+//! the historical seeds).
 
 use anyhow::Context;
 use ctcp_proto::TransportConfig;
@@ -20,6 +22,7 @@ struct Args {
     mb: u64,
     extra: bool,
     out: Option<String>,
+    seed_offset: u64,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -29,6 +32,10 @@ fn parse_args() -> anyhow::Result<Args> {
         mb: 20,
         extra: true,
         out: Some("benches/results/sim-sweep.json".into()),
+        seed_offset: std::env::var("SIM_SEED_OFFSET")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -44,6 +51,7 @@ fn parse_args() -> anyhow::Result<Args> {
             }
             "--mb" => a.mb = v()?.parse()?,
             "--no-json" => a.out = None,
+            "--seed-offset" => a.seed_offset = v()?.parse()?,
             "--extra-only" => {
                 a.rtts.clear();
                 a.extra = true;
@@ -57,6 +65,8 @@ fn parse_args() -> anyhow::Result<Args> {
 fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
     let total = args.mb * 1_000_000;
+    // Offset 0 keeps the historical seeds; others shift every cell's seed.
+    let seed_mix = args.seed_offset.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let mut rows = Vec::new();
     println!(
         "{:<12} {:>6} {:>6} {:>10} {:>6} {:>6} {:>7} {:>6} {:>8} {:>8} {:>5}",
@@ -73,7 +83,7 @@ fn main() -> anyhow::Result<()> {
         "ok"
     );
     let mut run = |scenario: &str, rtt: u64, loss: f64, link: LinkSpec| -> anyhow::Result<()> {
-        let seed = Seed(0x5eed ^ rtt ^ (loss * 1e4) as u64);
+        let seed = Seed((0x5eed ^ rtt ^ (loss * 1e4) as u64).wrapping_add(seed_mix));
         let deadline = Duration::from_secs(600);
         // A small send buffer, so the delay figure measures the transport, not app queueing.
         let cfg = TransportConfig {
@@ -133,7 +143,7 @@ fn main() -> anyhow::Result<()> {
                 5_000_000,
                 Duration::from_millis(rtt),
                 TransportConfig::default(),
-                Seed(7 + rtt),
+                Seed((7 + rtt).wrapping_add(seed_mix)),
                 Duration::from_secs(30),
                 Duration::from_secs(90),
             )
