@@ -1,6 +1,7 @@
 //! Shared helpers for ctcp's benchmarks and demo: a SOCKS5 client, a checksumming sink,
 //! the RLNC benchmark cases.
 
+pub mod netbench;
 pub mod rlnc_case;
 
 use sha2::{Digest, Sha256};

@@ -1,0 +1,343 @@
+//! The emulated link: one `ctcp-linkem` process joining namespaces A and B, its
+//! cumulative counters, and the per-namespace kernel settings.
+
+use super::procs::{self, in_ns, run_quiet, LinkEntry};
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// Address of the link's end in namespace A (clients).
+pub const ADDR_A: &str = "10.77.0.1";
+/// Address of the link's end in namespace B (servers).
+pub const ADDR_B: &str = "10.77.0.2";
+/// TCP buffer limits set in both namespaces: max 16 MiB, ≫ 600 ms × 10 Mbit/s (750 kB).
+pub const TCP_MEM: &str = "4096 131072 16777216";
+
+/// How the link drops packets at random.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LossModel {
+    /// No random loss.
+    None,
+    /// Independent loss with this probability.
+    Bernoulli(f64),
+    /// Gilbert-Elliott loss: mean probability and mean burst length in packets.
+    Gilbert {
+        /// Mean loss probability.
+        mean: f64,
+        /// Mean burst length.
+        burst: f64,
+    },
+}
+
+impl LossModel {
+    /// The mean loss probability.
+    pub fn mean(self) -> f64 {
+        match self {
+            Self::None => 0.0,
+            Self::Bernoulli(p) => p,
+            Self::Gilbert { mean, .. } => mean,
+        }
+    }
+
+    /// `"none"`, `"bernoulli"` or `"gilbert"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Bernoulli(_) => "bernoulli",
+            Self::Gilbert { .. } => "gilbert",
+        }
+    }
+}
+
+/// The settings of one emulated link (both directions alike).
+#[derive(Clone, Debug)]
+pub struct LinkSpec {
+    /// Round-trip time in ms (one-way delay is half).
+    pub rtt_ms: u64,
+    /// Bottleneck rate in bit/s (`None`: unlimited).
+    pub rate_bps: Option<u64>,
+    /// Drop-tail queue in bytes.
+    pub queue_bytes: u64,
+    /// Random loss.
+    pub loss: LossModel,
+    /// Reordering: probability and hold-back delay in ms.
+    pub reorder: Option<(f64, u64)>,
+    /// Seed of linkem's random choices.
+    pub seed: u64,
+}
+
+impl LinkSpec {
+    /// A link at `rate_bps` with a queue of one BDP (at least 30 kB).
+    pub fn bdp_queued(rtt_ms: u64, rate_bps: u64, loss: LossModel, seed: u64) -> Self {
+        let bdp = rate_bps / 8 * rtt_ms / 1000;
+        Self {
+            rtt_ms,
+            rate_bps: Some(rate_bps),
+            queue_bytes: bdp.max(30_000),
+            loss,
+            reorder: None,
+            seed,
+        }
+    }
+
+    fn args(&self) -> Vec<String> {
+        // Half the RTT in µs, so odd RTTs stay exact.
+        let mut a = vec![
+            "--delay".to_owned(),
+            format!("{}us", self.rtt_ms * 500),
+            "--queue".to_owned(),
+            self.queue_bytes.to_string(),
+            "--seed".to_owned(),
+            self.seed.to_string(),
+        ];
+        if let Some(r) = self.rate_bps {
+            a.extend(["--rate".to_owned(), format!("{r}bit")]);
+        }
+        match self.loss {
+            LossModel::None => {}
+            LossModel::Bernoulli(p) => a.extend(["--loss".to_owned(), p.to_string()]),
+            LossModel::Gilbert { mean, burst } => a.extend([
+                "--ge-loss".to_owned(),
+                mean.to_string(),
+                "--ge-burst".to_owned(),
+                burst.to_string(),
+            ]),
+        }
+        if let Some((p, ms)) = self.reorder {
+            a.extend([
+                "--reorder".to_owned(),
+                p.to_string(),
+                "--reorder-delay".to_owned(),
+                format!("{ms}ms"),
+            ]);
+        }
+        a
+    }
+}
+
+/// One direction's cumulative counters from linkem's statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Counters {
+    /// Seconds since the link came up.
+    pub t: f64,
+    /// Packets that entered the link.
+    pub packets_in: u64,
+    /// Bytes that entered the link.
+    pub bytes_in: u64,
+    /// Packets released at the far end.
+    pub delivered: u64,
+    /// Bytes released at the far end.
+    pub bytes_delivered: u64,
+    /// Packets dropped by random loss.
+    pub lost: u64,
+    /// Packets dropped by the full queue.
+    pub queue_drops: u64,
+}
+
+impl Counters {
+    fn from_json(v: &Value) -> Self {
+        let u = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+        Self {
+            t: v.get("t").and_then(Value::as_f64).unwrap_or(0.0),
+            packets_in: u("packets_in"),
+            bytes_in: u("bytes_in"),
+            delivered: u("delivered"),
+            bytes_delivered: u("bytes_delivered"),
+            lost: u("lost"),
+            queue_drops: u("queue_drops"),
+        }
+    }
+}
+
+/// Both directions' counters at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    /// A→B (requests, acknowledgements of downloads).
+    pub a_to_b: Counters,
+    /// B→A (the data of downloads).
+    pub b_to_a: Counters,
+}
+
+/// Period of linkem's statistics lines.
+pub const STATS_INTERVAL: Duration = Duration::from_millis(200);
+
+static LINK_SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A running emulated link; dropping it kills what runs in its namespaces and takes it down.
+pub struct Link {
+    child: Option<Child>,
+    entry: LinkEntry,
+    stats: PathBuf,
+    /// Its settings.
+    pub spec: LinkSpec,
+}
+
+impl Link {
+    /// Starts `ctcp-linkem` with `spec`, waits until it is ready and tunes both namespaces.
+    ///
+    /// # Errors
+    /// If linkem fails to start or to come up within 15 s.
+    pub fn start(bin: &Path, dir: &Path, spec: &LinkSpec) -> Result<Self> {
+        let n = LINK_SEQ.fetch_add(1, Ordering::SeqCst);
+        let id = std::process::id();
+        let (ns_a, ns_b) = (format!("nb-a-{id}-{n}"), format!("nb-b-{id}-{n}"));
+        let stats = dir.join(format!("linkem-{n}.jsonl"));
+        let ready = dir.join(format!("linkem-{n}.ready"));
+        let log = std::fs::File::create(dir.join(format!("linkem-{n}.log")))?;
+        let mut cmd = Command::new(bin);
+        cmd.args(["--ns-a", &ns_a, "--ns-b", &ns_b])
+            .args(spec.args())
+            .arg("--stats-interval")
+            .arg(format!("{}ms", STATS_INTERVAL.as_millis()))
+            .arg("--stats-file")
+            .arg(&stats)
+            .arg("--ready-file")
+            .arg(&ready)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0);
+        if procs::stopping() {
+            bail!("interrupted");
+        }
+        let child = cmd.spawn().context("starting ctcp-linkem")?;
+        let entry = LinkEntry {
+            pid: i32::try_from(child.id()).context("pid")?,
+            ns_a,
+            ns_b,
+            bin: bin.to_owned(),
+        };
+        procs::register_link(entry.clone());
+        let mut link = Self {
+            child: Some(child),
+            entry,
+            stats,
+            spec: spec.clone(),
+        };
+        link.wait_ready(&ready)?;
+        link.tune()?;
+        Ok(link)
+    }
+
+    fn wait_ready(&mut self, ready: &Path) -> Result<()> {
+        let start = ctcp_runtime::clock::now();
+        while !ready.exists() {
+            if let Some(c) = self.child.as_mut() {
+                if let Some(s) = c.try_wait()? {
+                    bail!("ctcp-linkem exited before it was ready: {s} (see its log)");
+                }
+            }
+            if start.elapsed() > Duration::from_secs(15) {
+                bail!("ctcp-linkem not ready after 15 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    /// Namespace A (clients, ctcp-forward).
+    pub fn ns_a(&self) -> &str {
+        &self.entry.ns_a
+    }
+
+    /// Namespace B (servers, ctcp-reverse).
+    pub fn ns_b(&self) -> &str {
+        &self.entry.ns_b
+    }
+
+    /// Large TCP buffers and no cached per-destination metrics in both namespaces.
+    fn tune(&self) -> Result<()> {
+        for ns in [self.ns_a(), self.ns_b()] {
+            for (k, v) in [
+                ("net.ipv4.tcp_rmem", TCP_MEM),
+                ("net.ipv4.tcp_wmem", TCP_MEM),
+                ("net.ipv4.tcp_no_metrics_save", "1"),
+            ] {
+                sysctl(ns, k, v)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets the kernel congestion control in both namespaces.
+    ///
+    /// # Errors
+    /// If `sysctl` fails (e.g. the algorithm is not available).
+    pub fn set_cc(&self, cc: &str) -> Result<()> {
+        sysctl(self.ns_a(), "net.ipv4.tcp_congestion_control", cc)?;
+        sysctl(self.ns_b(), "net.ipv4.tcp_congestion_control", cc)
+    }
+
+    /// The latest counters linkem wrote.
+    ///
+    /// # Errors
+    /// If the statistics file cannot be read.
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        let text = std::fs::read_to_string(&self.stats)
+            .with_context(|| format!("reading {}", self.stats.display()))?;
+        let mut s = Snapshot::default();
+        for line in text.lines() {
+            let Ok(v) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            match v.get("direction").and_then(Value::as_str) {
+                Some("a_to_b") => s.a_to_b = Counters::from_json(&v),
+                Some("b_to_a") => s.b_to_a = Counters::from_json(&v),
+                _ => {}
+            }
+        }
+        Ok(s)
+    }
+
+    /// Waits until linkem has written lines covering everything sent so far (the link
+    /// must be idle), then returns them.
+    ///
+    /// # Errors
+    /// As [`Self::snapshot`].
+    pub fn settled_snapshot(&self) -> Result<Snapshot> {
+        std::thread::sleep(STATS_INTERVAL * 2 + Duration::from_millis(50));
+        self.snapshot()
+    }
+
+    /// Takes the link down and returns the final counters.
+    ///
+    /// # Errors
+    /// As [`Self::snapshot`].
+    pub fn stop(mut self) -> Result<Snapshot> {
+        self.shutdown();
+        self.snapshot()
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            procs::stop_link(&self.entry, |_| {
+                matches!(child.try_wait(), Ok(Some(_)) | Err(_))
+            });
+            procs::deregister_link(self.entry.pid);
+        }
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// `sysctl -w key=value` inside `ns`.
+///
+/// # Errors
+/// If it fails.
+pub fn sysctl(ns: &str, key: &str, value: &str) -> Result<()> {
+    run_quiet(
+        "sysctl",
+        in_ns(ns, "sysctl").args(["-q", "-w", &format!("{key}={value}")]),
+        Duration::from_secs(10),
+    )
+    .map(drop)
+    .with_context(|| format!("sysctl {key}={value} in {ns}"))
+}

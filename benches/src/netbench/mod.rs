@@ -1,0 +1,19 @@
+//! The real-network benchmark behind the `netbench` binary: ctcp and kernel TCP
+//! (Cubic, BBR, Reno) across a `ctcp-linkem` link between two network namespaces.
+//!
+//! - [`procs`]: child processes in their own process groups, killed on drop and on Ctrl-C;
+//! - [`link`]: the emulated link, its counters, per-namespace sysctls;
+//! - [`workload`]: origins (HTTP, rsync), the ctcp proxy pair, curl and rsync transfers;
+//! - [`plan`]: what `--smoke`, `--quick` and `--full` measure;
+//! - [`run`]: runs a plan, one JSON row per transfer, and the fairness run;
+//! - [`report`], [`plots`]: the markdown table and the PNGs;
+//! - [`validate`]: checks of the emulator's delay, loss and rate.
+
+pub mod link;
+pub mod plan;
+pub mod plots;
+pub mod procs;
+pub mod report;
+pub mod run;
+pub mod validate;
+pub mod workload;

@@ -1,0 +1,123 @@
+//! The markdown summary of result rows.
+
+use serde_json::Value;
+use std::fmt::Write;
+
+/// Reads JSON rows (one object per line), skipping blank lines.
+///
+/// # Errors
+/// A line that is not JSON.
+pub fn read_rows(text: &str) -> anyhow::Result<Vec<Value>> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| Ok(serde_json::from_str(l)?))
+        .collect()
+}
+
+fn f(v: &Value, k: &str) -> f64 {
+    v.get(k).and_then(Value::as_f64).unwrap_or(0.0)
+}
+
+fn s<'a>(v: &'a Value, k: &str) -> &'a str {
+    v.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+fn b(v: &Value, k: &str) -> bool {
+    v.get(k).and_then(Value::as_bool).unwrap_or(false)
+}
+
+fn cell_key(v: &Value) -> String {
+    let mut k = format!(
+        "{} {} ms {} {:.1}%",
+        s(v, "workload"),
+        f(v, "rtt_ms"),
+        s(v, "loss_model"),
+        f(v, "loss") * 100.0
+    );
+    if s(v, "loss_model") == "gilbert" {
+        let _ = write!(k, " b{}", f(v, "ge_burst"));
+    }
+    k
+}
+
+fn entry(v: &Value) -> String {
+    let mut e = format!(
+        "{:.2} ({:.2})",
+        f(v, "goodput_bps") / 1e6,
+        f(v, "efficiency")
+    );
+    if b(v, "timed_out") {
+        e.push_str(" T");
+    } else if !b(v, "bytes_ok") {
+        e.push_str(" !");
+    }
+    e
+}
+
+/// A markdown table: one line per cell (workload, RTT, loss), one column per system,
+/// entries "goodput Mbit/s (efficiency)"; `T` marks a timed-out transfer, `!` a
+/// corrupted or failed one. Fairness rows follow as a second table.
+pub fn markdown(rows: &[Value]) -> String {
+    let mut systems: Vec<&str> = Vec::new();
+    let mut cells: Vec<(String, Vec<(&str, String)>)> = Vec::new();
+    for r in rows.iter().filter(|r| {
+        let w = s(r, "workload");
+        w != "fairness" && w != "validate"
+    }) {
+        let sys = s(r, "system");
+        if !systems.contains(&sys) {
+            systems.push(sys);
+        }
+        let key = cell_key(r);
+        match cells.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, es)) => es.push((sys, entry(r))),
+            None => cells.push((key, vec![(sys, entry(r))])),
+        }
+    }
+    let mut out = String::new();
+    let _ = writeln!(out, "| cell | {} |", systems.join(" | "));
+    let _ = writeln!(out, "|---|{}", "---|".repeat(systems.len()));
+    for (key, es) in &cells {
+        let cols: Vec<String> = systems
+            .iter()
+            .map(|sys| {
+                es.iter()
+                    .find(|(s, _)| s == sys)
+                    .map(|(_, e)| e.clone())
+                    .unwrap_or_else(|| "–".into())
+            })
+            .collect();
+        let _ = writeln!(out, "| {key} | {} |", cols.join(" | "));
+    }
+    fairness_table(rows, &mut out);
+    out
+}
+
+fn fairness_table(rows: &[Value], out: &mut String) {
+    let fair: Vec<&Value> = rows
+        .iter()
+        .filter(|r| s(r, "workload") == "fairness")
+        .collect();
+    if fair.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n| fairness | ctcp Mbit/s | cubic Mbit/s | steady ctcp | steady cubic | Jain (steady) | Jain (whole) |\n|---|---|---|---|---|---|---|"
+    );
+    for r in fair {
+        let _ = writeln!(
+            out,
+            "| {} ms, {:.0} Mbit/s, {} s | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {:.3} |",
+            f(r, "rtt_ms"),
+            f(r, "rate_bps") / 1e6,
+            f(r, "secs"),
+            f(r, "goodput_ctcp_bps") / 1e6,
+            f(r, "goodput_cubic_bps") / 1e6,
+            f(r, "steady_ctcp_bps") / 1e6,
+            f(r, "steady_cubic_bps") / 1e6,
+            f(r, "jain"),
+            f(r, "jain_whole"),
+        );
+    }
+}

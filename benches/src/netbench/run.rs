@@ -1,0 +1,373 @@
+//! Runs a [`Plan`]: one link per cell, the jobs on it, one JSON row per transfer.
+
+use super::link::{Link, LinkSpec, LossModel, Snapshot};
+use super::plan::{Cell, Fairness, Job, Plan, System, Workload, RATE};
+use super::workload::{
+    bytes_so_far, curl, curl_background, make_file, proxychains_conf, rsync, Bins, CtcpPair,
+    DataFile, Servers, Transfer,
+};
+use anyhow::{Context, Result};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Appends JSON rows to the output file as they are produced.
+pub struct Out {
+    file: std::fs::File,
+    /// Its path.
+    pub path: PathBuf,
+}
+
+impl Out {
+    /// Creates (truncates) `path`.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn create(path: &Path) -> Result<Self> {
+        if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(d)?;
+        }
+        let file =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        Ok(Self {
+            file,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Writes one row as a line and flushes it.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn write(&mut self, row: &Value) -> Result<()> {
+        writeln!(self.file, "{row}")?;
+        self.file.flush()?;
+        Ok(())
+    }
+}
+
+/// The scratch directory of a run, removed on drop.
+pub struct WorkDir {
+    /// Its path.
+    pub path: PathBuf,
+    /// The directory the origins serve.
+    pub www: PathBuf,
+}
+
+impl WorkDir {
+    /// Creates `/tmp/netbench-PID` and its `www` subdirectory.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn create() -> Result<Self> {
+        let path = std::env::temp_dir().join(format!("netbench-{}", std::process::id()));
+        let www = path.join("www");
+        std::fs::create_dir_all(&www)?;
+        super::procs::register_scratch(path.clone());
+        Ok(Self { path, www })
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if std::env::var_os("NETBENCH_KEEP").is_none() {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// What a cell run needs from its surroundings.
+pub struct Ctx<'a> {
+    /// The binaries.
+    pub bins: &'a Bins,
+    /// Scratch space.
+    pub work: &'a WorkDir,
+    /// Served files by size.
+    pub files: BTreeMap<u64, DataFile>,
+    /// The mode's name, written into every row.
+    pub mode: &'static str,
+}
+
+impl Ctx<'_> {
+    /// Creates the served files the plan needs (plus `extra` sizes).
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn make_files(&mut self, plan: &Plan, extra: &[u64]) -> Result<()> {
+        for size in plan.sizes().into_iter().chain(extra.iter().copied()) {
+            let f = make_file(&self.work.www, &format!("f{size}.bin"), size)?;
+            self.files.insert(size, f);
+        }
+        Ok(())
+    }
+
+    fn file(&self, size: u64) -> Result<&DataFile> {
+        self.files.get(&size).context("file of that size not made")
+    }
+}
+
+/// Runs every cell of `plan` and the fairness run, writing each row to `out` as it
+/// completes; returns all rows.
+///
+/// # Errors
+/// Infrastructure failures (a link, server or proxy that will not start).
+pub fn run_plan(ctx: &Ctx<'_>, plan: &Plan, out: &mut Out) -> Result<Vec<Value>> {
+    let mut rows = Vec::new();
+    let n = plan.cells.len();
+    for (i, cell) in plan.cells.iter().enumerate() {
+        eprintln!(
+            "[{}/{n}] rtt {} ms, {} {:.3}{}",
+            i + 1,
+            cell.link.rtt_ms,
+            cell.link.loss.name(),
+            cell.link.loss.mean(),
+            if cell.link.reorder.is_some() {
+                ", reorder"
+            } else {
+                ""
+            }
+        );
+        for row in run_cell(ctx, cell)? {
+            out.write(&row)?;
+            rows.push(row);
+        }
+    }
+    if let Some(f) = plan.fairness {
+        eprintln!("fairness: {} s at {} bit/s", f.secs, f.rate_bps);
+        let row = run_fairness(ctx, &f)?;
+        out.write(&row)?;
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+fn run_cell(ctx: &Ctx<'_>, cell: &Cell) -> Result<Vec<Value>> {
+    let has_rsync = cell.jobs.iter().any(|j| j.workload == Workload::Rsync);
+    let link = Link::start(&ctx.bins.linkem, &ctx.work.path, &cell.link)?;
+    let _servers = Servers::start(&link, &ctx.work.www, &ctx.work.path, has_rsync)?;
+    let mut rows = Vec::new();
+    let (ctcp, kernel): (Vec<&Job>, Vec<&Job>) =
+        cell.jobs.iter().partition(|j| j.system == System::Ctcp);
+    if !ctcp.is_empty() {
+        let pair = CtcpPair::start(&link, ctx.bins, &ctx.work.path)?;
+        link.set_cc("cubic")?;
+        for job in ctcp {
+            rows.push(run_job(ctx, &link, job)?);
+        }
+        drop(pair);
+    }
+    for job in kernel {
+        if let Some(cc) = job.system.cc() {
+            link.set_cc(cc)?;
+        }
+        rows.push(run_job(ctx, &link, job)?);
+    }
+    let fin = link.stop()?;
+    for r in &mut rows {
+        r["link_final"] = counters_json(&fin);
+    }
+    Ok(rows)
+}
+
+fn run_job(ctx: &Ctx<'_>, link: &Link, job: &Job) -> Result<Value> {
+    let file = ctx.file(job.size)?;
+    let dest = ctx.work.path.join("received.bin");
+    let via_ctcp = job.system == System::Ctcp;
+    let before = link.settled_snapshot()?;
+    let t = match job.workload {
+        Workload::Curl | Workload::Reorder => curl(link, file, via_ctcp, &dest, job.timeout)?,
+        Workload::Rsync => {
+            let conf = via_ctcp
+                .then(|| proxychains_conf(&ctx.work.path))
+                .transpose()?;
+            rsync(link, file, conf.as_deref(), &dest, job.timeout)?
+        }
+    };
+    // Let what the sender still has in flight drain, so its bytes are counted.
+    std::thread::sleep(Duration::from_millis(link.spec.rtt_ms.max(300)));
+    let after = link.settled_snapshot()?;
+    let _ = std::fs::remove_file(&dest);
+    let row = job_row(ctx.mode, &link.spec, job, &t, &before, &after);
+    eprintln!(
+        "  {:<6} {:<8} {:>7.2} Mbit/s ok={} timed_out={}{}",
+        job.system.name(),
+        job.workload.name(),
+        t.goodput_bps / 1e6,
+        t.bytes_ok,
+        t.timed_out,
+        t.error
+            .as_deref()
+            .map(|e| format!(" error: {e}"))
+            .unwrap_or_default()
+    );
+    Ok(row)
+}
+
+fn link_fields(spec: &LinkSpec) -> Value {
+    let burst = match spec.loss {
+        LossModel::Gilbert { burst, .. } => Some(burst),
+        _ => None,
+    };
+    json!({
+        "rtt_ms": spec.rtt_ms,
+        "loss": spec.loss.mean(),
+        "loss_model": spec.loss.name(),
+        "ge_burst": burst,
+        "reorder": spec.reorder.map(|(p, ms)| json!({"p": p, "delay_ms": ms})),
+        "rate_bps": spec.rate_bps,
+        "queue_bytes": spec.queue_bytes,
+        "seed": spec.seed,
+    })
+}
+
+fn merge(mut a: Value, b: Value) -> Value {
+    if let (Some(a), Value::Object(b)) = (a.as_object_mut(), b) {
+        a.extend(b);
+    }
+    a
+}
+
+fn job_row(
+    mode: &str,
+    spec: &LinkSpec,
+    job: &Job,
+    t: &Transfer,
+    before: &Snapshot,
+    after: &Snapshot,
+) -> Value {
+    let wire = after.b_to_a.bytes_in.saturating_sub(before.b_to_a.bytes_in);
+    let ack_wire = after.a_to_b.bytes_in.saturating_sub(before.a_to_b.bytes_in);
+    let rate = spec.rate_bps.unwrap_or(RATE) as f64;
+    let row = json!({
+        "mode": mode,
+        "system": job.system.name(),
+        "workload": job.workload.name(),
+        "size_bytes": job.size,
+        "timeout_s": job.timeout.as_secs_f64(),
+        "bytes_received": t.bytes,
+        "secs": t.secs,
+        "goodput_bps": t.goodput_bps,
+        "efficiency": t.goodput_bps / (rate * (1.0 - spec.loss.mean())),
+        "bytes_ok": t.bytes_ok,
+        "timed_out": t.timed_out,
+        "error": t.error,
+        "wire_bytes": wire,
+        "wire_per_goodput": ratio(wire, t.bytes),
+        "ack_wire_bytes": ack_wire,
+        "link_lost_b_to_a": after.b_to_a.lost.saturating_sub(before.b_to_a.lost),
+        "link_queue_drops_b_to_a":
+            after.b_to_a.queue_drops.saturating_sub(before.b_to_a.queue_drops),
+    });
+    merge(row, link_fields(spec))
+}
+
+fn ratio(a: u64, b: u64) -> Option<f64> {
+    (b > 0).then(|| a as f64 / b as f64)
+}
+
+fn counters_json(s: &Snapshot) -> Value {
+    let one = |c: &super::link::Counters| {
+        json!({"packets_in": c.packets_in, "bytes_in": c.bytes_in, "delivered": c.delivered,
+               "bytes_delivered": c.bytes_delivered, "lost": c.lost, "queue_drops": c.queue_drops})
+    };
+    json!({"a_to_b": one(&s.a_to_b), "b_to_a": one(&s.b_to_a)})
+}
+
+/// Size of the fairness download: longer than either flow can finish in the run.
+pub fn fairness_size(f: &Fairness) -> u64 {
+    f.rate_bps / 8 * f.secs * 6 / 5
+}
+
+/// Jain's fairness index of `xs`.
+pub fn jain(xs: &[f64]) -> f64 {
+    let s: f64 = xs.iter().sum();
+    let q: f64 = xs.iter().map(|x| x * x).sum();
+    if q == 0.0 {
+        0.0
+    } else {
+        s * s / (xs.len() as f64 * q)
+    }
+}
+
+/// Samples two files' sizes once a second for `secs` seconds; returns per-second bit/s.
+fn sample(a: &Path, b: &Path, secs: u64) -> (Vec<f64>, Vec<f64>) {
+    let start = ctcp_runtime::clock::now();
+    let (mut sa, mut sb) = (Vec::new(), Vec::new());
+    let (mut pa, mut pb) = (0u64, 0u64);
+    for k in 1..=secs {
+        let due = Duration::from_secs(k);
+        if let Some(wait) = due.checked_sub(start.elapsed()) {
+            std::thread::sleep(wait);
+        }
+        let (na, nb) = (bytes_so_far(a), bytes_so_far(b));
+        sa.push((na.saturating_sub(pa) * 8) as f64);
+        sb.push((nb.saturating_sub(pb) * 8) as f64);
+        (pa, pb) = (na, nb);
+    }
+    (sa, sb)
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        0.0
+    } else {
+        xs.iter().sum::<f64>() / xs.len() as f64
+    }
+}
+
+fn run_fairness(ctx: &Ctx<'_>, f: &Fairness) -> Result<Value> {
+    let spec = LinkSpec::bdp_queued(f.rtt_ms, f.rate_bps, LossModel::None, 7);
+    let link = Link::start(&ctx.bins.linkem, &ctx.work.path, &spec)?;
+    let _servers = Servers::start(&link, &ctx.work.www, &ctx.work.path, false)?;
+    let _pair = CtcpPair::start(&link, ctx.bins, &ctx.work.path)?;
+    link.set_cc("cubic")?;
+    let file = ctx.file(fairness_size(f))?;
+    let (da, db) = (
+        ctx.work.path.join("fair-ctcp"),
+        ctx.work.path.join("fair-cubic"),
+    );
+    let before = link.settled_snapshot()?;
+    let mut a = curl_background(&link, file, true, &da, f.secs)?;
+    let mut b = curl_background(&link, file, false, &db, f.secs)?;
+    let (sa, sb) = sample(&da, &db, f.secs);
+    a.wait_timeout(Duration::from_secs(5))?;
+    b.wait_timeout(Duration::from_secs(5))?;
+    drop((a, b));
+    let after = link.settled_snapshot()?;
+    let skip = usize::try_from((f.secs / 4).max(5))?.min(sa.len());
+    let (ma, mb) = (mean(&sa[skip..]), mean(&sb[skip..]));
+    let (ga, gb) = (mean(&sa), mean(&sb));
+    let j = jain(&[ma, mb]);
+    eprintln!(
+        "  fairness: ctcp {:.2} Mbit/s, cubic {:.2} Mbit/s, Jain (steady, from {skip} s) {j:.3}",
+        ma / 1e6,
+        mb / 1e6
+    );
+    let wire = after.b_to_a.bytes_in.saturating_sub(before.b_to_a.bytes_in);
+    let got = bytes_so_far(&da) + bytes_so_far(&db);
+    let row = json!({
+        "mode": ctx.mode,
+        "system": "ctcp+cubic",
+        "workload": "fairness",
+        "secs": f.secs,
+        "goodput_bps": ga + gb,
+        "efficiency": (ga + gb) / f.rate_bps as f64,
+        "goodput_ctcp_bps": ga,
+        "goodput_cubic_bps": gb,
+        "steady_from_s": skip,
+        "steady_ctcp_bps": ma,
+        "steady_cubic_bps": mb,
+        "jain": j,
+        "jain_whole": jain(&[ga, gb]),
+        "series_ctcp_bps": sa,
+        "series_cubic_bps": sb,
+        "bytes_ok": true,
+        "timed_out": false,
+        "wire_bytes": wire,
+        "wire_per_goodput": ratio(wire, got),
+        "link_final": counters_json(&link.stop()?),
+    });
+    Ok(merge(row, link_fields(&spec)))
+}

@@ -1,0 +1,443 @@
+//! The servers in namespace B, the ctcp proxy pair, and the client transfers (curl, rsync).
+
+use super::link::{Link, ADDR_B};
+use super::procs::{in_ns, Proc};
+use crate::fill_block;
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+/// Port of the HTTP origin in namespace B.
+pub const HTTP_PORT: u16 = 8000;
+/// Port of the rsync daemon in namespace B.
+pub const RSYNC_PORT: u16 = 8730;
+/// UDP port of ctcp-reverse in namespace B.
+pub const CTCP_PORT: u16 = 7000;
+/// SOCKS address of ctcp-forward in namespace A.
+pub const SOCKS: &str = "127.0.0.1:1080";
+
+/// Paths of the binaries the runner drives.
+#[derive(Clone, Debug)]
+pub struct Bins {
+    /// `ctcp-linkem`.
+    pub linkem: PathBuf,
+    /// `ctcp-forward`.
+    pub forward: PathBuf,
+    /// `ctcp-reverse`.
+    pub reverse: PathBuf,
+}
+
+impl Bins {
+    /// Finds the binaries next to the running executable.
+    ///
+    /// # Errors
+    /// If one is missing (with the build command to run).
+    pub fn locate() -> Result<Self> {
+        let exe = std::env::current_exe()?;
+        let find = |name: &str| -> Result<PathBuf> {
+            let p = exe.with_file_name(name);
+            if !p.exists() {
+                bail!(
+                    "{} not found: run `cargo build --release -p ctcp-forward -p ctcp-reverse -p ctcp-linkem` first",
+                    p.display()
+                );
+            }
+            Ok(p)
+        };
+        Ok(Self {
+            linkem: find("ctcp-linkem")?,
+            forward: find("ctcp-forward")?,
+            reverse: find("ctcp-reverse")?,
+        })
+    }
+}
+
+/// A file served by the origins, with its SHA-256.
+#[derive(Clone, Debug)]
+pub struct DataFile {
+    /// Name inside the served directory.
+    pub name: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// SHA-256 of the content.
+    pub sha: [u8; 32],
+}
+
+/// Writes `size` deterministic incompressible bytes to `dir/name` and hashes them.
+///
+/// # Errors
+/// I/O errors.
+pub fn make_file(dir: &Path, name: &str, size: u64) -> Result<DataFile> {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join(name))?);
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut left = size;
+    let mut i = size;
+    while left > 0 {
+        let n = usize::try_from(left.min(buf.len() as u64))?;
+        fill_block(i, &mut buf[..n]);
+        h.update(&buf[..n]);
+        f.write_all(&buf[..n])?;
+        left -= n as u64;
+        i += 1;
+    }
+    f.flush()?;
+    Ok(DataFile {
+        name: name.to_owned(),
+        size,
+        sha: h.finalize().into(),
+    })
+}
+
+/// SHA-256 and length of a file.
+///
+/// # Errors
+/// I/O errors.
+pub fn hash_file(p: &Path) -> Result<(u64, [u8; 32])> {
+    let mut f = std::fs::File::open(p)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut n = 0u64;
+    loop {
+        let k = f.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        h.update(&buf[..k]);
+        n += k as u64;
+    }
+    Ok((n, h.finalize().into()))
+}
+
+fn file_len(p: &Path) -> u64 {
+    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+}
+
+/// Polls `probe` (a command run to completion) until it succeeds or `limit` passes.
+fn wait_until(what: &str, limit: Duration, mut probe: impl FnMut() -> Result<bool>) -> Result<()> {
+    let start = ctcp_runtime::clock::now();
+    loop {
+        if probe()? {
+            return Ok(());
+        }
+        if start.elapsed() > limit {
+            bail!("{what} not ready after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Runs curl in `ns` for the probe file; true on success.
+fn probe_http(ns: &str, socks: bool) -> Result<bool> {
+    let mut c = in_ns(ns, "curl");
+    c.args(["-s", "-o", "/dev/null", "--max-time", "5"]);
+    if socks {
+        c.args(["--socks5-hostname", SOCKS]);
+    }
+    c.arg(format!("http://{ADDR_B}:{HTTP_PORT}/probe.txt"));
+    let (status, _) = Proc::spawn("curl probe", c.stdin(Stdio::null()).stdout(Stdio::null()))?
+        .finish(Duration::from_secs(8))?;
+    Ok(status.is_some_and(|s| s.success()))
+}
+
+/// The origins in namespace B: `python3 -m http.server` and, optionally, an rsync daemon.
+pub struct Servers {
+    _http: Proc,
+    _rsync: Option<Proc>,
+}
+
+impl Servers {
+    /// Starts the HTTP origin serving `www` (and the rsync daemon if `rsync`), waiting until
+    /// they answer.
+    ///
+    /// # Errors
+    /// If one fails to start or to answer within 15 s.
+    pub fn start(link: &Link, www: &Path, work: &Path, rsync: bool) -> Result<Self> {
+        std::fs::write(www.join("probe.txt"), "x")?;
+        let log = std::fs::File::create(work.join("http.log"))?;
+        let http = Proc::spawn(
+            "python3 http.server",
+            in_ns(link.ns_b(), "python3")
+                .args(["-m", "http.server", "--bind", ADDR_B, "--directory"])
+                .arg(www)
+                .arg(HTTP_PORT.to_string())
+                .stdin(Stdio::null())
+                .stdout(log.try_clone()?)
+                .stderr(log),
+        )?;
+        wait_until("http.server", Duration::from_secs(15), || {
+            probe_http(link.ns_b(), false)
+        })?;
+        let rsync = if rsync {
+            Some(start_rsyncd(link, www, work)?)
+        } else {
+            None
+        };
+        Ok(Self {
+            _http: http,
+            _rsync: rsync,
+        })
+    }
+}
+
+fn start_rsyncd(link: &Link, www: &Path, work: &Path) -> Result<Proc> {
+    let conf = work.join("rsyncd.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "port = {RSYNC_PORT}\naddress = {ADDR_B}\nuse chroot = no\nuid = root\ngid = root\n\
+             log file = {}\n[mod]\npath = {}\nread only = yes\n",
+            work.join("rsyncd.log").display(),
+            www.display()
+        ),
+    )?;
+    let p = Proc::spawn(
+        "rsync daemon",
+        in_ns(link.ns_b(), "rsync")
+            .args(["--daemon", "--no-detach"])
+            .arg(format!("--config={}", conf.display()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )?;
+    let ns = link.ns_b().to_owned();
+    wait_until("rsync daemon", Duration::from_secs(15), || {
+        let mut c = in_ns(&ns, "rsync");
+        c.arg(format!("rsync://{ADDR_B}:{RSYNC_PORT}/"));
+        let (s, _) = Proc::spawn(
+            "rsync probe",
+            c.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null()),
+        )?
+        .finish(Duration::from_secs(5))?;
+        Ok(s.is_some_and(|s| s.success()))
+    })?;
+    Ok(p)
+}
+
+/// ctcp-reverse in namespace B and ctcp-forward (SOCKS on [`SOCKS`]) in namespace A.
+pub struct CtcpPair {
+    _forward: Proc,
+    _reverse: Proc,
+}
+
+impl CtcpPair {
+    /// Starts both proxies with a fresh key and waits until a download through them works.
+    ///
+    /// # Errors
+    /// If a proxy fails to start or the pair does not carry a request within 60 s.
+    pub fn start(link: &Link, bins: &Bins, work: &Path) -> Result<Self> {
+        let key = work.join("psk.hex");
+        let mut raw = [0u8; 32];
+        fill_block(u64::from(std::process::id()), &mut raw);
+        let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+        std::fs::write(&key, hex)?;
+        let log = std::fs::File::create(work.join("ctcp-reverse.log"))?;
+        let reverse = Proc::spawn(
+            "ctcp-reverse",
+            in_ns(link.ns_b(), &bins.reverse.to_string_lossy())
+                .args(["--listen", &format!("{ADDR_B}:{CTCP_PORT}"), "--psk-file"])
+                .arg(&key)
+                .args(["--log-level", "warn"])
+                .stdin(Stdio::null())
+                .stdout(log.try_clone()?)
+                .stderr(log),
+        )?;
+        let log = std::fs::File::create(work.join("ctcp-forward.log"))?;
+        let forward = Proc::spawn(
+            "ctcp-forward",
+            in_ns(link.ns_a(), &bins.forward.to_string_lossy())
+                .args([
+                    "--listen",
+                    SOCKS,
+                    "--peer",
+                    &format!("{ADDR_B}:{CTCP_PORT}"),
+                ])
+                .arg("--psk-file")
+                .arg(&key)
+                .args(["--log-level", "warn"])
+                .stdin(Stdio::null())
+                .stdout(log.try_clone()?)
+                .stderr(log),
+        )?;
+        wait_until("ctcp pair", Duration::from_secs(60), || {
+            probe_http(link.ns_a(), true)
+        })?;
+        Ok(Self {
+            _forward: forward,
+            _reverse: reverse,
+        })
+    }
+}
+
+/// The outcome of one transfer.
+#[derive(Clone, Debug, Default)]
+pub struct Transfer {
+    /// Bytes received (all of them, or those before the timeout).
+    pub bytes: u64,
+    /// Seconds from start to end (or to the timeout).
+    pub secs: f64,
+    /// Application goodput in bit/s.
+    pub goodput_bps: f64,
+    /// The received file matches the original byte for byte.
+    pub bytes_ok: bool,
+    /// The transfer was cut off by its timeout.
+    pub timed_out: bool,
+    /// A failure other than the timeout (exit status, message), if any.
+    pub error: Option<String>,
+}
+
+/// Downloads `file` with curl in namespace A, through ctcp's SOCKS port if `via_ctcp`.
+///
+/// # Errors
+/// Only if curl cannot be run; a failed or timed-out transfer is a result.
+pub fn curl(
+    link: &Link,
+    file: &DataFile,
+    via_ctcp: bool,
+    dest: &Path,
+    timeout: Duration,
+) -> Result<Transfer> {
+    let _ = std::fs::remove_file(dest);
+    let mut c = in_ns(link.ns_a(), "curl");
+    c.args(["-s", "-o"])
+        .arg(dest)
+        .args(["-w", "%{speed_download} %{size_download} %{time_total}"])
+        .args(["--max-time", &format!("{:.1}", timeout.as_secs_f64())]);
+    if via_ctcp {
+        c.args(["--socks5-hostname", SOCKS]);
+    }
+    c.arg(format!("http://{ADDR_B}:{HTTP_PORT}/{}", file.name));
+    c.stdin(Stdio::null()).stdout(Stdio::piped());
+    let start = ctcp_runtime::clock::now();
+    let (status, out) = Proc::spawn("curl", &mut c)?.finish(timeout + Duration::from_secs(15))?;
+    let wall = start.elapsed().as_secs_f64();
+    let f: Vec<f64> = out
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let (speed, bytes, secs) = match f[..] {
+        [s, b, t] => (s, b as u64, t),
+        _ => {
+            let b = file_len(dest);
+            (b as f64 / wall, b, wall)
+        }
+    };
+    let code = status.and_then(|s| s.code());
+    let timed_out = code == Some(28) || status.is_none();
+    Ok(Transfer {
+        bytes,
+        secs,
+        goodput_bps: speed * 8.0,
+        bytes_ok: code == Some(0) && matches_file(dest, file)?,
+        timed_out,
+        error: match code {
+            Some(0) | Some(28) => None,
+            c => Some(format!("curl exit {c:?}")),
+        },
+    })
+}
+
+fn matches_file(dest: &Path, file: &DataFile) -> Result<bool> {
+    if file_len(dest) != file.size {
+        return Ok(false);
+    }
+    let (n, sha) = hash_file(dest).context("hashing the received file")?;
+    Ok(n == file.size && sha == file.sha)
+}
+
+/// Writes the proxychains4 configuration pointing at ctcp-forward; returns its path.
+///
+/// # Errors
+/// I/O errors.
+pub fn proxychains_conf(work: &Path) -> Result<PathBuf> {
+    let p = work.join("proxychains.conf");
+    std::fs::write(
+        &p,
+        "strict_chain\nproxy_dns\nquiet_mode\ntcp_read_time_out 60000\ntcp_connect_time_out 30000\n\
+         [ProxyList]\nsocks5 127.0.0.1 1080\n",
+    )?;
+    Ok(p)
+}
+
+/// Fetches `file` from the rsync daemon in namespace A (through proxychains4 and ctcp if
+/// `proxy` names its configuration); partial progress is measured with `--inplace`.
+///
+/// # Errors
+/// Only if rsync cannot be run.
+pub fn rsync(
+    link: &Link,
+    file: &DataFile,
+    proxy: Option<&Path>,
+    dest: &Path,
+    timeout: Duration,
+) -> Result<Transfer> {
+    let _ = std::fs::remove_file(dest);
+    let mut c = match proxy {
+        Some(conf) => {
+            let mut c = in_ns(link.ns_a(), "proxychains4");
+            c.args(["-q", "-f"]).arg(conf).arg("rsync");
+            c
+        }
+        None => in_ns(link.ns_a(), "rsync"),
+    };
+    c.args(["--inplace", "-q"])
+        .arg(format!("rsync://{ADDR_B}:{RSYNC_PORT}/mod/{}", file.name))
+        .arg(dest)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let start = ctcp_runtime::clock::now();
+    let mut p = Proc::spawn("rsync", &mut c)?;
+    let status = p.wait_timeout(timeout)?;
+    let secs = start.elapsed().as_secs_f64();
+    drop(p);
+    let bytes = file_len(dest);
+    let ok = status.is_some_and(|s| s.success());
+    Ok(Transfer {
+        bytes,
+        secs,
+        goodput_bps: bytes as f64 * 8.0 / secs,
+        bytes_ok: ok && matches_file(dest, file)?,
+        timed_out: status.is_none(),
+        error: match status {
+            Some(s) if !s.success() => Some(format!("rsync {s}")),
+            _ => None,
+        },
+    })
+}
+
+/// Starts a curl download that runs for up to `secs` and writes to `dest` (for sampling).
+///
+/// # Errors
+/// If curl cannot start.
+pub fn curl_background(
+    link: &Link,
+    file: &DataFile,
+    via_ctcp: bool,
+    dest: &Path,
+    secs: u64,
+) -> Result<Proc> {
+    let _ = std::fs::remove_file(dest);
+    let mut c = in_ns(link.ns_a(), "curl");
+    c.args(["-s", "-o"])
+        .arg(dest)
+        .args(["--max-time", &secs.to_string()]);
+    if via_ctcp {
+        c.args(["--socks5-hostname", SOCKS]);
+    }
+    c.arg(format!("http://{ADDR_B}:{HTTP_PORT}/{}", file.name))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    Proc::spawn("curl", &mut c)
+}
+
+/// Bytes written so far to `p` (0 if absent).
+pub fn bytes_so_far(p: &Path) -> u64 {
+    file_len(p)
+}
