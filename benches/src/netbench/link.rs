@@ -3,6 +3,7 @@
 
 use super::procs::{self, in_ns, run_quiet, LinkEntry};
 use anyhow::{bail, Context, Result};
+use serde::Deserialize;
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -119,37 +120,20 @@ impl LinkSpec {
     }
 }
 
-/// One direction's cumulative counters from linkem's statistics.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// One direction's cumulative counters from a linkem statistics line: the emulator's own
+/// [`ctcp_linkem::Counters`] and the time of the line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
 pub struct Counters {
     /// Seconds since the link came up.
     pub t: f64,
-    /// Packets that entered the link.
-    pub packets_in: u64,
-    /// Bytes that entered the link.
-    pub bytes_in: u64,
-    /// Packets released at the far end.
-    pub delivered: u64,
-    /// Bytes released at the far end.
-    pub bytes_delivered: u64,
-    /// Packets dropped by random loss.
-    pub lost: u64,
-    /// Packets dropped by the full queue.
-    pub queue_drops: u64,
+    /// What the link did to the packets of this direction so far.
+    #[serde(flatten)]
+    pub link: ctcp_linkem::Counters,
 }
 
 impl Counters {
     fn from_json(v: &Value) -> Self {
-        let u = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
-        Self {
-            t: v.get("t").and_then(Value::as_f64).unwrap_or(0.0),
-            packets_in: u("packets_in"),
-            bytes_in: u("bytes_in"),
-            delivered: u("delivered"),
-            bytes_delivered: u("bytes_delivered"),
-            lost: u("lost"),
-            queue_drops: u("queue_drops"),
-        }
+        Self::deserialize(v).unwrap_or_default()
     }
 }
 

@@ -237,8 +237,16 @@ fn job_row(
     before: &Snapshot,
     after: &Snapshot,
 ) -> Value {
-    let wire = after.b_to_a.bytes_in.saturating_sub(before.b_to_a.bytes_in);
-    let ack_wire = after.a_to_b.bytes_in.saturating_sub(before.a_to_b.bytes_in);
+    let wire = after
+        .b_to_a
+        .link
+        .bytes_in
+        .saturating_sub(before.b_to_a.link.bytes_in);
+    let ack_wire = after
+        .a_to_b
+        .link
+        .bytes_in
+        .saturating_sub(before.a_to_b.link.bytes_in);
     let rate = spec.rate_bps.unwrap_or(RATE) as f64;
     let row = json!({
         "mode": mode,
@@ -256,9 +264,9 @@ fn job_row(
         "wire_bytes": wire,
         "wire_per_goodput": ratio(wire, t.bytes),
         "ack_wire_bytes": ack_wire,
-        "link_lost_b_to_a": after.b_to_a.lost.saturating_sub(before.b_to_a.lost),
+        "link_lost_b_to_a": after.b_to_a.link.lost.saturating_sub(before.b_to_a.link.lost),
         "link_queue_drops_b_to_a":
-            after.b_to_a.queue_drops.saturating_sub(before.b_to_a.queue_drops),
+            after.b_to_a.link.queue_drops.saturating_sub(before.b_to_a.link.queue_drops),
     });
     merge(row, link_fields(spec))
 }
@@ -268,10 +276,7 @@ fn ratio(a: u64, b: u64) -> Option<f64> {
 }
 
 fn counters_json(s: &Snapshot) -> Value {
-    let one = |c: &super::link::Counters| {
-        json!({"packets_in": c.packets_in, "bytes_in": c.bytes_in, "delivered": c.delivered,
-               "bytes_delivered": c.bytes_delivered, "lost": c.lost, "queue_drops": c.queue_drops})
-    };
+    let one = |c: &super::link::Counters| serde_json::to_value(c.link).unwrap_or(Value::Null);
     json!({"a_to_b": one(&s.a_to_b), "b_to_a": one(&s.b_to_a)})
 }
 
@@ -345,7 +350,11 @@ fn run_fairness(ctx: &Ctx<'_>, f: &Fairness) -> Result<Value> {
         ma / 1e6,
         mb / 1e6
     );
-    let wire = after.b_to_a.bytes_in.saturating_sub(before.b_to_a.bytes_in);
+    let wire = after
+        .b_to_a
+        .link
+        .bytes_in
+        .saturating_sub(before.b_to_a.link.bytes_in);
     let got = bytes_so_far(&da) + bytes_so_far(&db);
     let row = json!({
         "mode": ctx.mode,

@@ -164,13 +164,13 @@ fn loss(bins: &Bins, work: &Path) -> Result<Value> {
     let got: u64 = parse(&got, "counter")?;
     let snap = link.settled_snapshot()?;
     let frac = 1.0 - got as f64 / sent as f64;
-    let linkem_frac = snap.a_to_b.lost as f64 / snap.a_to_b.packets_in.max(1) as f64;
+    let linkem_frac = snap.a_to_b.link.lost as f64 / snap.a_to_b.link.packets_in.max(1) as f64;
     let half = 2.576 * (p * (1.0 - p) / n as f64).sqrt();
     let ok = (frac - p).abs() <= half;
     println!(
         "validate loss: {got}/{sent} received, loss {frac:.4} (linkem: {} of {} = {linkem_frac:.4}); 99 % interval [{:.4}, {:.4}]: {}",
-        snap.a_to_b.lost,
-        snap.a_to_b.packets_in,
+        snap.a_to_b.link.lost,
+        snap.a_to_b.link.packets_in,
         p - half,
         p + half,
         pass(ok)
@@ -203,15 +203,15 @@ fn rate(bins: &Bins, work: &Path) -> Result<Value> {
     std::thread::sleep(Duration::from_secs(5));
     let b = link.snapshot()?.a_to_b;
     sender.finish(Duration::from_secs(15))?;
-    let measured = (b.bytes_delivered - a.bytes_delivered) as f64 * 8.0 / (b.t - a.t);
-    let offered = (b.bytes_in - a.bytes_in) as f64 * 8.0 / (b.t - a.t);
+    let measured = (b.link.bytes_delivered - a.link.bytes_delivered) as f64 * 8.0 / (b.t - a.t);
+    let offered = (b.link.bytes_in - a.link.bytes_in) as f64 * 8.0 / (b.t - a.t);
     let err = measured / target as f64 - 1.0;
     let ok = err.abs() <= 0.02 && offered > target as f64;
     println!(
         "validate rate: delivered {:.4} Mbit/s (offered {:.2} Mbit/s, {} queue drops) vs 10 Mbit/s, error {:+.2} %: {}",
         measured / 1e6,
         offered / 1e6,
-        b.queue_drops - a.queue_drops,
+        b.link.queue_drops - a.link.queue_drops,
         err * 100.0,
         pass(ok)
     );

@@ -1,13 +1,15 @@
 //! What one direction of the link did to the packets it was given.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Cumulative per-direction counters of a [`crate::Link`].
 ///
 /// Every packet pushed ends up in exactly one of `delivered` (minus the
 /// duplicates), `lost`, `queue_drops`, or still in flight, so in steady state
 /// `packets_in + duplicated = delivered + lost + queue_drops + in flight`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+/// Also read back from the statistics lines (see [`crate::StatsLine`]) by tools
+/// that drive the emulator, such as the `netbench` runner.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
     /// Packets pushed into the link.
     pub packets_in: u64,
