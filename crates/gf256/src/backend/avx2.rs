@@ -352,10 +352,7 @@ pub(crate) fn add(dst: &mut [u8], src: &[u8]) {
 
 pub(crate) fn dot_add(dst: &mut [u8], srcs: &[&[u8]], coefs: &[u8]) {
     if dst.len() < 32 {
-        for (s, &c) in srcs.iter().zip(coefs) {
-            scalar::mul_add_any(dst, s, c);
-        }
-        return;
+        return scalar::dot_add(dst, srcs, coefs);
     }
     // SAFETY: as above; the public API checked every source length.
     unsafe { dot_add_impl(dst, srcs, coefs) }
@@ -363,10 +360,7 @@ pub(crate) fn dot_add(dst: &mut [u8], srcs: &[&[u8]], coefs: &[u8]) {
 
 pub(crate) fn mad_multi(dsts: &mut [&mut [u8]], src: &[u8], coefs: &[u8]) {
     if src.len() < 32 {
-        for (d, &c) in dsts.iter_mut().zip(coefs) {
-            scalar::mul_add_any(d, src, c);
-        }
-        return;
+        return scalar::mad_multi(dsts, src, coefs);
     }
     // SAFETY: as above.
     unsafe { mad_multi_impl(dsts, src, coefs) }
@@ -374,13 +368,7 @@ pub(crate) fn mad_multi(dsts: &mut [&mut [u8]], src: &[u8], coefs: &[u8]) {
 
 pub(crate) fn dot_add_multi(dsts: &mut [&mut [u8]], srcs: &[&[u8]], coefs: &[u8]) {
     if dsts.first().is_none_or(|d| d.len() < 32) {
-        let k = srcs.len();
-        for (o, d) in dsts.iter_mut().enumerate() {
-            for (j, s) in srcs.iter().enumerate() {
-                scalar::mul_add_any(d, s, coefs[o * k + j]);
-            }
-        }
-        return;
+        return scalar::dot_add_multi(dsts, srcs, coefs);
     }
     // SAFETY: as above.
     unsafe { dot_add_multi_impl(dsts, srcs, coefs) }

@@ -176,10 +176,7 @@ single_op_entry_points!(32);
 
 pub(crate) fn dot_add(dst: &mut [u8], srcs: &[&[u8]], coefs: &[u8]) {
     if dst.len() < 32 {
-        for (s, &c) in srcs.iter().zip(coefs) {
-            scalar::mul_add_any(dst, s, c);
-        }
-        return;
+        return scalar::dot_add(dst, srcs, coefs);
     }
     // SAFETY: as above; the public API checked every source length.
     unsafe { dot_add_impl(dst, srcs, coefs) }
@@ -191,13 +188,7 @@ pub(crate) fn mad_multi(dsts: &mut [&mut [u8]], src: &[u8], coefs: &[u8]) {
 
 pub(crate) fn dot_add_multi(dsts: &mut [&mut [u8]], srcs: &[&[u8]], coefs: &[u8]) {
     if dsts.first().is_none_or(|d| d.len() < 32) {
-        let k = srcs.len();
-        for (o, d) in dsts.iter_mut().enumerate() {
-            for (j, s) in srcs.iter().enumerate() {
-                scalar::mul_add_any(d, s, coefs[o * k + j]);
-            }
-        }
-        return;
+        return scalar::dot_add_multi(dsts, srcs, coefs);
     }
     // SAFETY: as above.
     unsafe { dot_add_multi_impl(dsts, srcs, coefs) }

@@ -232,21 +232,6 @@ pub(crate) struct Kernels {
     pub(crate) dot_add_multi: DotMultiFn,
 }
 
-fn generic_dot_add(
-    dst: &mut [u8],
-    srcs: &[&[u8]],
-    coefs: &[u8],
-    mul_add: fn(&mut [u8], &[u8], u8),
-) {
-    for (s, &c) in srcs.iter().zip(coefs) {
-        match c {
-            0 => {}
-            1 => scalar::add_slice(dst, s),
-            c => mul_add(dst, s, c),
-        }
-    }
-}
-
 impl Kernels {
     pub(crate) const SCALAR: Kernels = Kernels {
         backend: Backend::Scalar,
@@ -254,22 +239,9 @@ impl Kernels {
         mul_add: scalar::mul_add_slice,
         mul: scalar::mul_slice,
         scale: scalar::scale_slice,
-        dot_add: |dst, srcs, coefs| generic_dot_add(dst, srcs, coefs, scalar::mul_add_slice),
-        mad_multi: |dsts, src, coefs| {
-            for (d, &c) in dsts.iter_mut().zip(coefs) {
-                match c {
-                    0 => {}
-                    1 => scalar::add_slice(d, src),
-                    c => scalar::mul_add_slice(d, src, c),
-                }
-            }
-        },
-        dot_add_multi: |dsts, srcs, coefs| {
-            let k = srcs.len();
-            for (j, d) in dsts.iter_mut().enumerate() {
-                generic_dot_add(d, srcs, &coefs[j * k..(j + 1) * k], scalar::mul_add_slice);
-            }
-        },
+        dot_add: scalar::dot_add,
+        mad_multi: scalar::mad_multi,
+        dot_add_multi: scalar::dot_add_multi,
     };
 }
 

@@ -47,11 +47,33 @@ pub(crate) fn scale_slice(buf: &mut [u8], c: u8) {
 }
 
 /// `dst ^= c·src` for any `c`, including 0 and 1.
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // used by the x86-64 backends
 pub(crate) fn mul_add_any(dst: &mut [u8], src: &[u8], c: u8) {
     match c {
         0 => {}
         1 => add_slice(dst, src),
         c => mul_add_slice(dst, src, c),
+    }
+}
+
+/// `dst ^= Σ coefs[i]·srcs[i]`, one source at a time: the scalar kernel, and the vector
+/// backends' path for buffers shorter than one vector.
+pub(crate) fn dot_add(dst: &mut [u8], srcs: &[&[u8]], coefs: &[u8]) {
+    for (s, &c) in srcs.iter().zip(coefs) {
+        mul_add_any(dst, s, c);
+    }
+}
+
+/// `dsts[j] ^= coefs[j]·src`, one destination at a time (see [`dot_add`]).
+pub(crate) fn mad_multi(dsts: &mut [&mut [u8]], src: &[u8], coefs: &[u8]) {
+    for (d, &c) in dsts.iter_mut().zip(coefs) {
+        mul_add_any(d, src, c);
+    }
+}
+
+/// `dsts[j] ^= Σ_i coefs[j·k + i]·srcs[i]`, one destination at a time (see [`dot_add`]).
+pub(crate) fn dot_add_multi(dsts: &mut [&mut [u8]], srcs: &[&[u8]], coefs: &[u8]) {
+    let k = srcs.len();
+    for (j, d) in dsts.iter_mut().enumerate() {
+        dot_add(d, srcs, &coefs[j * k..(j + 1) * k]);
     }
 }
