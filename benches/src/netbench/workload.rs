@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// Port of the HTTP origin in namespace B.
@@ -291,6 +291,28 @@ pub struct Transfer {
     pub error: Option<String>,
 }
 
+/// A curl download of `file` into `dest` in namespace A (through ctcp's SOCKS port if
+/// `via_ctcp`), stopping after `max_secs`; the caller adds output options.
+fn curl_command(
+    link: &Link,
+    file: &DataFile,
+    via_ctcp: bool,
+    dest: &Path,
+    max_secs: f64,
+) -> Command {
+    let _ = std::fs::remove_file(dest);
+    let mut c = in_ns(link.ns_a(), "curl");
+    c.args(["-s", "-o"])
+        .arg(dest)
+        .args(["--max-time", &format!("{max_secs:.1}")]);
+    if via_ctcp {
+        c.args(["--socks5-hostname", SOCKS]);
+    }
+    c.arg(format!("http://{ADDR_B}:{HTTP_PORT}/{}", file.name))
+        .stdin(Stdio::null());
+    c
+}
+
 /// Downloads `file` with curl in namespace A, through ctcp's SOCKS port if `via_ctcp`.
 ///
 /// # Errors
@@ -302,17 +324,9 @@ pub fn curl(
     dest: &Path,
     timeout: Duration,
 ) -> Result<Transfer> {
-    let _ = std::fs::remove_file(dest);
-    let mut c = in_ns(link.ns_a(), "curl");
-    c.args(["-s", "-o"])
-        .arg(dest)
-        .args(["-w", "%{speed_download} %{size_download} %{time_total}"])
-        .args(["--max-time", &format!("{:.1}", timeout.as_secs_f64())]);
-    if via_ctcp {
-        c.args(["--socks5-hostname", SOCKS]);
-    }
-    c.arg(format!("http://{ADDR_B}:{HTTP_PORT}/{}", file.name));
-    c.stdin(Stdio::null()).stdout(Stdio::piped());
+    let mut c = curl_command(link, file, via_ctcp, dest, timeout.as_secs_f64());
+    c.args(["-w", "%{speed_download} %{size_download} %{time_total}"])
+        .stdout(Stdio::piped());
     let start = ctcp_runtime::clock::now();
     let (status, out) = Proc::spawn("curl", &mut c)?.finish(timeout + Duration::from_secs(15))?;
     let wall = start.elapsed().as_secs_f64();
@@ -422,18 +436,8 @@ pub fn curl_background(
     dest: &Path,
     secs: u64,
 ) -> Result<Proc> {
-    let _ = std::fs::remove_file(dest);
-    let mut c = in_ns(link.ns_a(), "curl");
-    c.args(["-s", "-o"])
-        .arg(dest)
-        .args(["--max-time", &secs.to_string()]);
-    if via_ctcp {
-        c.args(["--socks5-hostname", SOCKS]);
-    }
-    c.arg(format!("http://{ADDR_B}:{HTTP_PORT}/{}", file.name))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let mut c = curl_command(link, file, via_ctcp, dest, secs as f64);
+    c.stdout(Stdio::null()).stderr(Stdio::null());
     Proc::spawn("curl", &mut c)
 }
 
