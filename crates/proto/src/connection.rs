@@ -491,6 +491,12 @@ impl Connection {
         matches!(self.state, State::Drained)
     }
 
+    /// Stream bytes sent so far (first transmissions), without building the whole
+    /// [`ConnectionStats`]: cheap enough to read after every datagram.
+    pub fn stream_bytes_sent(&self) -> u64 {
+        self.data_sent
+    }
+
     /// Counters for logs and metrics.
     pub fn stats(&self) -> ConnectionStats {
         let mut s = self.stats;
@@ -500,7 +506,7 @@ impl Connection {
         s.slow_start = self.cc.in_slow_start();
         s.in_flight = self.in_flight;
         s.repair_debt = self.repair_debt;
-        s.stream_bytes_sent = self.data_sent;
+        s.stream_bytes_sent = self.stream_bytes_sent();
         s.peer_deficit = self.peer_deficit;
         s.unacked_symbols = self.encoder.len() as u64;
         s.cwnd = self.cc.window();

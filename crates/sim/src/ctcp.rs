@@ -253,7 +253,10 @@ impl Endpoint for CtcpPeer {
         let t = self.endpoint.poll_transmit(now, &mut out)?;
         out.truncate(t.size);
         if matches!(self.app, App::Sender { .. }) {
-            let sent = self.stats().map_or(0, |s| s.stream_bytes_sent);
+            let sent = self
+                .conn
+                .and_then(|h| self.endpoint.connection(h))
+                .map_or(0, |c| c.stream_bytes_sent());
             if self.first_sent.last().is_none_or(|&(_, b)| b < sent) {
                 self.first_sent.push((now, sent));
             }
