@@ -81,9 +81,6 @@ pub struct Decoder {
     cfg: CodecConfig,
     arena: Arena,
     known: Vec<bool>,
-    /// Whether a held row is pivoted on the id (a ring like `known`), so reductions test
-    /// columns without a map lookup.
-    held: Vec<bool>,
     base: SymbolId,
     next_in_order: SymbolId,
     known_above: u64,
@@ -100,7 +97,6 @@ impl Decoder {
         let arena = Arena::new(cfg.symbol_size, cap);
         Decoder {
             known: vec![false; arena.slots()],
-            held: vec![false; arena.slots()],
             arena,
             cfg,
             base: 0,
@@ -220,7 +216,7 @@ impl Decoder {
                 if self.is_known(id) {
                     row.coefs[i] = 0;
                     terms.push((Term::Known(id), c));
-                } else if let Some(p) = self.held_row(id) {
+                } else if let Some(p) = self.rows.get(&id) {
                     sub_coefs(&mut row, p, c);
                     terms.push((Term::Row(id), c));
                 }
@@ -273,25 +269,8 @@ impl Decoder {
             ctcp_gf256::mad_multi(&mut dsts, &row.data, &cs);
             self.field_ops += cs.len() as u64;
         }
-        self.held[self.arena.index(pivot)] = true;
         self.rows.insert(pivot, row);
         Received::New
-    }
-
-    /// The held row pivoted on `id`, if any.
-    fn held_row(&self, id: SymbolId) -> Option<&Row> {
-        if self.held[self.arena.index(id)] {
-            self.rows.get(&id)
-        } else {
-            None
-        }
-    }
-
-    /// Removes and returns the held row pivoted on `id`.
-    fn take_row(&mut self, id: SymbolId) -> Option<Row> {
-        let row = self.rows.remove(&id)?;
-        self.held[self.arena.index(id)] = false;
-        Some(row)
     }
 
     /// A symbol became known: remove it from every row, then release it.
@@ -311,7 +290,7 @@ impl Decoder {
             }
         }
         // A row pivoted on this id must be re-reduced without it.
-        if let Some(row) = self.take_row(id) {
+        if let Some(row) = self.rows.remove(&id) {
             let mut row = row;
             let sym = self.arena.slot(id);
             ctcp_gf256::add_slice(&mut row.data, sym);
@@ -353,7 +332,7 @@ impl Decoder {
                 if !self.rows.get(&pivot).is_some_and(Row::is_solved) {
                     continue;
                 }
-                let Some(row) = self.take_row(pivot) else {
+                let Some(row) = self.rows.remove(&pivot) else {
                     continue;
                 };
                 self.arena.slot_mut(pivot).copy_from_slice(&row.data);
