@@ -225,7 +225,13 @@ struct AckState {
 }
 
 impl AckState {
+    /// Records packet `pn`. Only ack-eliciting packets make an ACK due: ACK-only packets
+    /// are tracked in `largest`/`bitmap` (so the next ACK reports them) but never answered
+    /// on their own, or a bulk sender would piggyback a 43-byte ACK of ACKs on most of
+    /// its data packets (≈ 3 % of the link).
     fn on_packet(&mut self, pn: u64, now: Instant, eliciting: bool) {
+        let was_pending = self.pending;
+        let was_immediate = self.immediate;
         match self.largest {
             None => {
                 self.largest = Some(pn);
@@ -253,12 +259,15 @@ impl AckState {
                 self.immediate = true; // a late arrival may cancel a loss declaration
             }
         }
+        if !eliciting {
+            self.pending = was_pending;
+            self.immediate = was_immediate;
+            return;
+        }
         self.pending = true;
-        if eliciting {
-            self.unacked_eliciting += 1;
-            if self.unacked_eliciting >= 2 {
-                self.immediate = true;
-            }
+        self.unacked_eliciting += 1;
+        if self.unacked_eliciting >= 2 {
+            self.immediate = true;
         }
     }
 }
@@ -629,7 +638,7 @@ impl Connection {
             return;
         }
         self.ack.on_packet(header.pn, now, eliciting);
-        if self.ack.deadline.is_none() {
+        if self.ack.pending && self.ack.deadline.is_none() {
             let delay = self.config.max_ack_delay.min(self.rtt.srtt() / 4);
             self.ack.deadline = Some(now + delay);
         }
@@ -1512,5 +1521,35 @@ impl Connection {
         let mut v = Vec::with_capacity(wire::INITIATE_LEN);
         initiate.emit(&mut v);
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AckState;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn ack_only_packets_are_tracked_but_not_answered() {
+        #[allow(clippy::disallowed_methods)] // a fixed base instant for the test
+        let t = Instant::now();
+        let mut a = AckState::default();
+        a.on_packet(0, t, false);
+        a.on_packet(2, t, false); // a hole among ACK-only packets
+        assert!(
+            !a.pending && !a.immediate,
+            "ACK-only packets make no ACK due"
+        );
+        assert_eq!(a.largest, Some(2));
+        a.on_packet(3, t + Duration::from_millis(1), true);
+        assert!(a.pending, "an eliciting packet makes an ACK due");
+        // The next ACK reports the ACK-only packets too.
+        assert_eq!(a.largest, Some(3));
+        assert_eq!(a.bitmap & 0b111, 0b101, "pn 2 and 0 seen, pn 1 missing");
+        a.on_packet(4, t, true);
+        assert!(
+            a.immediate,
+            "every second eliciting packet is acknowledged at once"
+        );
     }
 }
