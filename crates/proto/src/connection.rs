@@ -186,6 +186,14 @@ struct SentPacket {
     in_flight: bool,
     acked: bool,
     lost: bool,
+    /// Acknowledged by its own transmission number (also after a spurious loss).
+    delivered: bool,
+    /// Made obsolete by the cumulative symbol ACK without an acknowledgement of its own,
+    /// although a later packet was acknowledged: the peer decoded around it, so it was lost.
+    vanished: bool,
+    /// Repair only: sent from the repair debt (for a declared loss). A lost reserved repair
+    /// is owed again; a lost proactive (speculative) one is not.
+    reserved: bool,
 }
 
 #[derive(Debug)]
@@ -302,6 +310,13 @@ pub struct Connection {
     redundancy: RedundancyPolicy,
     repair_credit: f64,
     repair_debt: u32,
+    /// End (exclusive) of the range reactive repairs cover: one past the newest symbol
+    /// known to be missing at the peer. Reactive repairs stop there instead of spanning
+    /// the whole window, so they never include symbols sent since whose fate is unknown;
+    /// a repair that also spans newer, meanwhile lost symbols cannot decode until those
+    /// are repaired too, and at high loss the deficit then hardly ever reaches zero
+    /// (in-order delivery stalled for hundreds of ms at 20 % loss).
+    reactive_end: SymbolId,
     peer_next_in_order: SymbolId,
     peer_deficit: u32,
     loss_time: Option<Instant>,
@@ -366,6 +381,18 @@ impl OwnedFrame {
     }
 }
 
+/// Proactive repairs per expected loss at and above [`PROACTIVE_FULL_RTT`].
+const PROACTIVE_SHARE: f64 = 1.1;
+/// RTT (seconds) from which proactive repair runs at its full share; below, the share
+/// shrinks in proportion and reactive repair carries the rest. Sim-sweep, 2 seeds,
+/// 20 ms / 20 % loss: efficiency 0.849 with a 100 ms scale and a floor of ½ → 0.909.
+const PROACTIVE_FULL_RTT: f64 = 0.5;
+/// Reactive repairs end at the newest known-missing symbol only on paths with an srtt
+/// below this, where reactive repair carries most losses (20 ms / 20 %: p99 delay 2.2 s →
+/// 0.1 s); on long paths, where proactive repairs spanning the window arrive all the
+/// time, full-range reactive repairs combine better with them (500 ms, 4 seeds: 0.90 vs
+/// 0.88 steady efficiency at 20 % loss).
+const NARROW_REACTIVE_BELOW: Duration = Duration::from_millis(250);
 /// Packet-number threshold for declaring loss when no reordering has been measured.
 const PACKET_THRESHOLD: u64 = 3;
 /// Stream reset code: the peer exceeded the stream limit.
@@ -440,6 +467,7 @@ impl Connection {
             redundancy: RedundancyPolicy::default(),
             repair_credit: 0.0,
             repair_debt: 0,
+            reactive_end: 0,
             peer_next_in_order: 0,
             peer_deficit: 0,
             loss_time: None,
@@ -540,8 +568,15 @@ impl Connection {
         let p = self.loss.p();
         let policy = self.redundancy.repair_ratio(k, p, Some(g), self.rtt.srtt());
         // Wire budget: proactive repair stays near the expected loss (repairs are lost
-        // too, hence p/(1-p)); reactive repair tops up the variance.
-        let budget = if p < 0.5 { 1.1 * p / (1.0 - p) } else { 1.0 };
+        // too, hence p/(1-p)); reactive repair tops up the variance. Its share grows with
+        // the RTT: a reactive repair costs a round trip of delay but is never wasted, while
+        // a proactive one that lands where nothing is missing is (34–45 % of them at 5 %
+        // loss when both ran at full share). On short paths the round trip is cheap, so
+        // repair is almost all reactive (1.1 × srtt / 500 ms of the expected loss); from
+        // 500 ms up, proactive repair carries the loss and reactive only the variance.
+        let share =
+            PROACTIVE_SHARE * (self.rtt.srtt().as_secs_f64() / PROACTIVE_FULL_RTT).clamp(0.0, 1.0);
+        let budget = if p < 0.5 { share * p / (1.0 - p) } else { 1.0 };
         policy.min(budget)
     }
 
@@ -794,6 +829,7 @@ impl Connection {
                 return;
             }
             p.acked = true;
+            p.delivered = true;
             if let Some(prev) = prev_largest.filter(|&l| pn < l) {
                 // Acknowledged after a later packet: it arrived out of order.
                 let late_by = now
@@ -809,7 +845,6 @@ impl Connection {
                 p.in_flight = false;
                 this.in_flight -= 1;
                 newly_acked += 1;
-                this.loss.on_outcome(true);
             }
             if largest_newly_acked.is_none_or(|(l, _, _)| pn > l) {
                 largest_newly_acked = Some((pn, p.time, p.ack_eliciting));
@@ -847,7 +882,8 @@ impl Connection {
             self.encoder.retire_through(self.peer_next_in_order - 1);
         }
         let covered = self.peer_next_in_order;
-        for p in self.sent.iter_mut() {
+        let ack_index = (ack.largest_pn + 1).saturating_sub(self.sent_base) as usize;
+        for (i, p) in self.sent.iter_mut().enumerate() {
             if p.in_flight && !p.acked {
                 let obsolete = match p.kind {
                     SentKind::Source(id) => id < covered,
@@ -857,6 +893,7 @@ impl Connection {
                 if obsolete {
                     p.in_flight = false;
                     p.acked = true;
+                    p.vanished = i < ack_index;
                     self.in_flight -= 1;
                     newly_acked += 1;
                 }
@@ -872,40 +909,46 @@ impl Connection {
         // may ask for. Proactive repairs in flight thus cancel reactive ones.
         // In flight after this ACK: repairs arrive with probability 1-p, but the sources
         // beside them lose p of their own; only the surplus covers today's deficit.
-        let (repairs, sources) = self.sent_after(ack.largest_pn);
+        let (repairs, sources, first_src_after) = self.sent_after(ack.largest_pn);
         let p = self.loss.p();
         let surplus = (repairs as f64 * (1.0 - p) - sources as f64 * p)
             .max(0.0)
             .floor() as u32;
-        // The peer's deficit cannot count symbols it never saw (a lost tail); those are
-        // owed too when our own loss detection declared them lost.
-        let unseen = self
-            .encoder
-            .next_id()
+        // The peer's deficit cannot count symbols it never saw (a lost tail): sources sent
+        // no later than this ACK's packet that the peer has not seen are owed too.
+        let unseen = first_src_after
+            .unwrap_or_else(|| self.encoder.next_id())
             .saturating_sub(ack.highest_seen.max(self.peer_next_in_order));
         let cap = ack
             .deficit
             .saturating_add(u32::try_from(unseen).unwrap_or(u32::MAX));
-        self.repair_debt = self.repair_debt.min(cap).saturating_sub(surplus);
+        // Repairs in flight were already taken off the debt when sent: bound the debt by
+        // what they leave uncovered, rather than subtracting them a second time.
+        self.repair_debt = self.repair_debt.min(cap.saturating_sub(surplus));
         // Safety net: the receiver lacks symbols and no repair is on its way.
         if ack.deficit > 0 && self.repair_debt == 0 && repairs == 0 && !self.repairs_in_flight() {
             self.repair_debt = ack.deficit;
+            self.reactive_end = self.encoder.next_id();
         }
         self.trim_sent();
     }
 
-    /// (repairs, sources) still in flight among packets sent after `pn`.
-    fn sent_after(&self, pn: u64) -> (u32, u32) {
+    /// Among packets sent after `pn`: (repairs in flight, sources in flight, the first
+    /// source symbol).
+    fn sent_after(&self, pn: u64) -> (u32, u32, Option<SymbolId>) {
         let from = (pn + 1).saturating_sub(self.sent_base) as usize;
-        let (mut r, mut s) = (0, 0);
-        for p in self.sent.iter().skip(from).filter(|p| p.in_flight) {
+        let (mut r, mut s, mut first) = (0, 0, None);
+        for p in self.sent.iter().skip(from) {
             match p.kind {
-                SentKind::Repair(_) => r += 1,
-                SentKind::Source(_) => s += 1,
-                SentKind::Control => {}
+                SentKind::Repair(_) if p.in_flight => r += 1,
+                SentKind::Source(id) => {
+                    s += u32::from(p.in_flight);
+                    first.get_or_insert(id);
+                }
+                _ => {}
             }
         }
-        (r, s)
+        (r, s, first)
     }
 
     fn repairs_in_flight(&self) -> bool {
@@ -946,14 +989,15 @@ impl Connection {
                 self.in_flight -= 1;
                 lost += 1;
                 latest_lost_time = Some(p.time);
-                self.loss.on_outcome(false);
-                let needed = match p.kind {
-                    SentKind::Source(id) => id >= covered,
-                    SentKind::Repair(end) => end > covered,
-                    SentKind::Control => false,
+                let needed_end = match p.kind {
+                    SentKind::Source(id) => (id >= covered).then_some(id + 1),
+                    // A speculative repair that was lost leaves nothing owed.
+                    SentKind::Repair(end) => (end > covered && p.reserved).then_some(end),
+                    SentKind::Control => None,
                 };
-                if needed {
+                if let Some(end) = needed_end {
                     self.repair_debt = self.repair_debt.saturating_add(1);
+                    self.reactive_end = self.reactive_end.max(end);
                 }
             } else {
                 let t = p.time + delay;
@@ -967,10 +1011,23 @@ impl Connection {
         }
     }
 
+    /// Drops settled packets from the front of the sent log and feeds the loss estimator
+    /// their outcomes, in transmission order (the Gilbert counts need the order). A packet
+    /// the cumulative ACK made obsolete counts as lost when a later one was acknowledged
+    /// (the peer decoded around it) and is left out when its fate is unknown; counting
+    /// only individually acknowledged and declared-lost packets read 20 % loss as 12–18 %,
+    /// because losses that proactive repair covered before detection never got an outcome.
     fn trim_sent(&mut self) {
         while let Some(p) = self.sent.front() {
             if p.in_flight {
                 break;
+            }
+            if p.ack_eliciting {
+                if p.delivered {
+                    self.loss.on_outcome(true);
+                } else if p.lost || p.vanished {
+                    self.loss.on_outcome(false);
+                }
             }
             self.sent.pop_front();
             self.sent_base += 1;
@@ -1053,6 +1110,8 @@ impl Connection {
             // Two probes when loss is significant, so one loss does not cost another PTO.
             let probes = if self.loss.p() > 0.05 { 2 } else { 1 };
             self.repair_debt = self.repair_debt.max(probes);
+            // The tail's fate is unknown: probes cover everything sent.
+            self.reactive_end = self.encoder.next_id();
             self.last_ack_eliciting_sent = Some(now);
             if self.encoder.is_empty() {
                 self.ping_pending = true;
@@ -1217,6 +1276,9 @@ impl Connection {
             in_flight,
             acked: false,
             lost: false,
+            delivered: false,
+            vanished: false,
+            reserved: false,
         });
         if in_flight {
             self.in_flight += 1;
@@ -1231,7 +1293,18 @@ impl Connection {
 
     fn send_repair(&mut self, now: Instant, buf: &mut Vec<u8>) -> Transmit {
         let first = self.encoder.first_id();
-        let count = (self.encoder.next_id() - first).min(u64::from(u16::MAX)) as u16;
+        let next = self.encoder.next_id();
+        // Reactive repairs end after the newest symbol known to be missing; proactive ones
+        // (and reactive ones with no known end) span everything unacknowledged.
+        let end = if self.repair_debt > 0
+            && self.reactive_end > first
+            && self.rtt.srtt() < NARROW_REACTIVE_BELOW
+        {
+            self.reactive_end.min(next)
+        } else {
+            next
+        };
+        let count = (end - first).min(u64::from(u16::MAX)) as u16;
         self.begin_packet(buf);
         self.emit_ack_if_pending(now, buf);
         let header = match self.encoder.repair(first, count, &mut self.repair_buf) {
@@ -1244,14 +1317,19 @@ impl Connection {
             }
         };
         wire::emit_repair(buf, &header, &self.repair_buf);
-        if self.repair_debt > 0 {
+        let reactive = self.repair_debt > 0;
+        if reactive {
             self.repair_debt -= 1;
         } else {
             self.repair_credit -= 1.0;
         }
         self.stats.repair_sent += 1;
         self.stats.repair_bytes_sent += self.repair_buf.len() as u64;
-        self.finish_packet(now, buf, SentKind::Repair(first + u64::from(count)), true)
+        let t = self.finish_packet(now, buf, SentKind::Repair(first + u64::from(count)), true);
+        if let Some(p) = self.sent.back_mut() {
+            p.reserved = reactive;
+        }
+        t
     }
 
     fn send_source(&mut self, now: Instant, buf: &mut Vec<u8>) -> Transmit {
