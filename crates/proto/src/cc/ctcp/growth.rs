@@ -30,7 +30,6 @@ pub fn htcp_alpha(delta: Duration) -> f64 {
     }
 }
 
-/// H-TCP's scaling of α for a backoff factor β: `2(1−β)` (1 at β = ½).
 /// H-TCP's RTT scaling of α (α × RTT/200 ms, within [0.2, 1]): α(Δ) is a per-RTT increase
 /// driven by wall-clock time, so without it a short-RTT flow would add far more per second
 /// than a long one and crowd out Cubic. The reference was tuned in the simulator against
