@@ -1169,11 +1169,7 @@ impl Connection {
         }
 
         let cwnd_open = self.in_flight < self.cc.window();
-        self.pacer.set_gain(if self.cc.in_slow_start() {
-            crate::pacer::SLOW_START_GAIN
-        } else {
-            crate::pacer::CONGESTION_AVOIDANCE_GAIN
-        });
+        self.pacer.set_gain(self.cc.pacing_gain(self.rtt.srtt()));
         let release = self.pacer.delay(
             now,
             self.cc.window(),

@@ -36,6 +36,18 @@ pub trait Controller: std::fmt::Debug + Send {
     fn window(&self) -> u64;
     /// Whether the controller is still in slow start (the pacer uses a higher gain there).
     fn in_slow_start(&self) -> bool;
+    /// Pacing gain the connection should use now, at smoothed RTT `srtt` (the pacer sends
+    /// `gain × window / srtt`). Default: [`crate::pacer::SLOW_START_GAIN`] in slow start,
+    /// [`crate::pacer::CONGESTION_AVOIDANCE_GAIN`] after. A controller may ask for more,
+    /// e.g. to send its first flight as a fast packet train.
+    fn pacing_gain(&self, srtt: Duration) -> f64 {
+        let _ = srtt;
+        if self.in_slow_start() {
+            crate::pacer::SLOW_START_GAIN
+        } else {
+            crate::pacer::CONGESTION_AVOIDANCE_GAIN
+        }
+    }
     /// Short name for logs and stats.
     fn name(&self) -> &'static str;
 }
