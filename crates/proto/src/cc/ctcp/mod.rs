@@ -6,8 +6,12 @@
 //! empties, one loss-free `β` cut drains it (`backoff::should_drain`), so the flow does not
 //! keep a full buffer standing once it has forgotten the propagation delay.
 //!
-//! One phase per file: slow start (`slow_start.rs`), growth (`growth.rs`), backoff
-//! (`backoff.rs`); this file only sequences them.
+//! Slow start opens with a start-up probe (`probe.rs`): the first flight goes out as a fast
+//! packet train, the ACK dispersion gives the bottleneck rate, and the window jumps to
+//! 85 % of the BDP it implies instead of doubling up to it round by round.
+//!
+//! One phase per file: start-up probe (`probe.rs`), slow start (`slow_start.rs`), growth
+//! (`growth.rs`), backoff (`backoff.rs`); this file only sequences them.
 
 use super::{cwnd_limited, in_recovery, CcConfig, Controller};
 use crate::rtt::RttEstimator;
@@ -15,6 +19,7 @@ use std::time::{Duration, Instant};
 
 mod backoff;
 mod growth;
+mod probe;
 mod slow_start;
 #[cfg(test)]
 mod tests;
@@ -50,6 +55,18 @@ pub struct Ctcp {
     ss_rise: u32,
     /// H-TCP RTT scaling of α, from the latest RTT_min.
     alpha_scale: f64,
+    /// The start-up packet train and its rate estimate.
+    probe: probe::Probe,
+    /// Bottleneck rate the start-up probe measured, in packets per second.
+    startup_rate: Option<f64>,
+    /// RTT_min at the last ACK or loss, once there is a sample.
+    min_rtt: Option<Duration>,
+    /// The BDP in packets the start-up probe measured (only when the train was dispersed):
+    /// slow start grows conservatively above it.
+    ss_bdp: Option<f64>,
+    /// While the first flight after a start-up jump is out: (rate it is paced at, in
+    /// packets per second; until when).
+    jump_round: Option<(f64, Instant)>,
 }
 
 impl Ctcp {
@@ -72,6 +89,41 @@ impl Ctcp {
             srtt: None,
             ss_rise: 0,
             alpha_scale: 1.0,
+            probe: probe::Probe::new(),
+            startup_rate: None,
+            ss_bdp: None,
+            min_rtt: None,
+            jump_round: None,
+        }
+    }
+
+    /// Bottleneck rate in packets per second that the start-up probe measured from the
+    /// first flight's ACK dispersion, if it made an estimate.
+    pub fn startup_rate(&self) -> Option<f64> {
+        self.startup_rate
+    }
+
+    /// A start-up probe result: in slow start, raise the window to
+    /// [`probe::JUMP_FRACTION`] of `rate × RTT_min` (never lower it); slow start and its
+    /// delay exit go on from there.
+    fn on_probe(&mut self, now: Instant, est: Option<probe::Estimate>) {
+        let Some(est) = est.filter(|e| e.rate.is_finite() && e.rate > 0.0) else {
+            return;
+        };
+        let rate = est.rate;
+        self.startup_rate = Some(rate);
+        let Some(min_rtt) = self.min_rtt.filter(|_| self.phase == Phase::SlowStart) else {
+            return;
+        };
+        let bdp = rate * min_rtt.as_secs_f64();
+        if est.dispersed {
+            self.ss_bdp = Some(bdp);
+        }
+        let target = probe::JUMP_FRACTION * bdp;
+        if target > self.cwnd {
+            self.cwnd = target;
+            self.clamp();
+            self.jump_round = Some((rate, now + min_rtt));
         }
     }
 
@@ -130,12 +182,23 @@ impl Ctcp {
 }
 
 impl Controller for Ctcp {
-    fn on_sent(&mut self, _now: Instant, _packets: u64, _in_flight: u64) {}
+    fn on_sent(&mut self, now: Instant, packets: u64, _in_flight: u64) {
+        let est = self.probe.on_sent(now, packets);
+        self.on_probe(now, est);
+    }
 
     fn on_ack(&mut self, now: Instant, acked: u64, in_flight: u64, rtt: &RttEstimator) {
         self.srtt = Some(rtt.srtt());
         if rtt.has_samples() {
             self.alpha_scale = growth::alpha_scale(rtt.min_rtt());
+            self.min_rtt = Some(rtt.min_rtt());
+        }
+        if acked > 0 {
+            let est = self.probe.on_ack(now, acked, rtt.min_rtt());
+            self.on_probe(now, est);
+        }
+        if self.jump_round.is_some_and(|(_, until)| now >= until) {
+            self.jump_round = None;
         }
         if self.phase == Phase::SlowStart {
             // HyStart-style: judge the newest samples, not a smoothed or windowed value,
@@ -172,7 +235,7 @@ impl Controller for Ctcp {
             self.epoch = Some(now);
         }
         self.cwnd = match self.phase {
-            Phase::SlowStart => slow_start::grow(self.cwnd, acked),
+            Phase::SlowStart => slow_start::grow(self.cwnd, acked, self.ss_bdp),
             Phase::Growth => growth::grow(self.cwnd, acked, self.delta(now), self.alpha_scale),
         };
         self.clamp();
@@ -186,7 +249,15 @@ impl Controller for Ctcp {
         rtt: &RttEstimator,
     ) {
         self.srtt = Some(rtt.srtt());
-        if in_recovery(self.recovery_start, sent_time) || !backoff::queueing(rtt) {
+        if rtt.has_samples() {
+            self.min_rtt = Some(rtt.min_rtt());
+        }
+        let est = self.probe.on_loss(now, lost);
+        self.on_probe(now, est);
+        if in_recovery(self.recovery_start, sent_time)
+            || !backoff::queueing(rtt)
+            || self.probe.in_train(sent_time)
+        {
             self.ignored_losses += lost;
             return;
         }
@@ -203,6 +274,23 @@ impl Controller for Ctcp {
 
     fn in_slow_start(&self) -> bool {
         self.phase == Phase::SlowStart
+    }
+
+    /// The first flight goes out as a train ([`probe::train_gain`]); the flight after a
+    /// start-up jump at the measured bottleneck rate (the gain that makes
+    /// `gain × window / srtt` that rate, within [1, slow-start gain]), so the jump itself
+    /// builds no queue that would end slow start below the BDP; then the default.
+    fn pacing_gain(&self, srtt: Duration) -> f64 {
+        let ss = crate::pacer::SLOW_START_GAIN;
+        if self.phase == Phase::SlowStart && self.probe.sending_train() {
+            probe::train_gain(srtt, ss)
+        } else if let Some((rate, _)) = self.jump_round.filter(|_| self.phase == Phase::SlowStart) {
+            (rate * srtt.as_secs_f64() / self.cwnd.max(1.0)).clamp(1.0, ss)
+        } else if self.phase == Phase::SlowStart {
+            crate::pacer::SLOW_START_GAIN
+        } else {
+            crate::pacer::CONGESTION_AVOIDANCE_GAIN
+        }
     }
 
     fn name(&self) -> &'static str {

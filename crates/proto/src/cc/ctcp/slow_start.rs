@@ -23,7 +23,6 @@ pub(super) fn delay_rise(rtt: &RttEstimator) -> bool {
     rtt.has_samples() && rtt.round_min() > rtt.min_rtt() + delay_threshold(rtt.min_rtt())
 }
 
-/// The window after `acked` packets were acknowledged in slow start.
 /// Consecutive raised samples that end slow start (HyStart uses 8 per round).
 pub(super) const RISE_SAMPLES: u32 = 8;
 
@@ -32,6 +31,26 @@ pub(super) fn sample_rises(rtt: &RttEstimator) -> bool {
     rtt.has_samples() && rtt.latest() > rtt.min_rtt() + delay_threshold(rtt.min_rtt())
 }
 
-pub(super) fn grow(cwnd: f64, acked: u64) -> f64 {
-    cwnd + acked as f64
+/// Growth divisor above a measured BDP (HyStart++'s conservative slow start, RFC 9406:
+/// ×1.25 per round trip instead of ×2).
+pub(super) const CONSERVATIVE_DIVISOR: f64 = 4.0;
+
+/// The window after `acked` packets were acknowledged in slow start: `+acked` (doubling
+/// per round trip) up to `bdp`, the start-up probe's measured BDP if it has one, and
+/// `+acked/4` above it.
+///
+/// Why: once the window has reached the measured BDP, doubling again overshoots by up to
+/// a BDP before the delay exit sees the queue one round later (a standing queue and, with
+/// H-TCP growth on top, a drop-tail overflow seconds later). Growing by a quarter per
+/// round still finds a larger true BDP if the estimate was low, and the delay exit still
+/// ends slow start.
+pub(super) fn grow(cwnd: f64, acked: u64, bdp: Option<f64>) -> f64 {
+    let acked = acked as f64;
+    match bdp {
+        Some(b) if cwnd + acked > b => {
+            let fast = (b - cwnd).max(0.0);
+            cwnd + fast + (acked - fast) / CONSERVATIVE_DIVISOR
+        }
+        _ => cwnd + acked,
+    }
 }

@@ -343,3 +343,188 @@ fn no_drain_without_standing_queue() {
     }
     assert_eq!(s.c.drains(), 0);
 }
+
+/// Start-up probe, controller only: a first flight of `train` packets sent 0.5 ms apart
+/// (faster than the bottleneck) crosses a bottleneck of `rate` packets per second on a
+/// `path_rtt` path; the receiver ACKs every second packet as it arrives. Every `lose_every`-th
+/// packet is lost after the bottleneck and declared lost at the next ACK. With
+/// `aggregate`, every ACK arrives at the same instant (ACK compression: no dispersion).
+/// Returns the controller after the train's ACKs and the first send after them.
+fn startup(
+    train: u64,
+    rate: f64,
+    path_rtt: Duration,
+    lose_every: Option<u64>,
+    aggregate: bool,
+) -> (Ctcp, RttEstimator, Instant) {
+    let mut c = Ctcp::new(CcConfig::default());
+    let mut rtt = RttEstimator::new(ms(100));
+    let t0 = base();
+    let gap = Duration::from_micros(500);
+    for i in 0..train {
+        c.on_sent(t0 + gap * i as u32, 1, i + 1);
+    }
+    let service = Duration::from_secs_f64(1.0 / rate);
+    // Packet i leaves the bottleneck at t0 + (i+1)·service (it is faster than the sender's
+    // 0.5 ms spacing only if rate < 2000/s), its ACK comes half a round trip later.
+    let ack_at = |i: u64| {
+        if aggregate {
+            t0 + path_rtt + service * train as u32
+        } else {
+            t0 + path_rtt + service * (i + 1) as u32
+        }
+    };
+    let mut in_flight = train;
+    let mut pending_loss = 0;
+    let mut acked = 0;
+    for i in 0..train {
+        if lose_every.is_some_and(|k| i % k == k - 1) {
+            pending_loss += 1;
+            continue;
+        }
+        acked += 1;
+        if acked % 2 == 0 || i == train - 1 {
+            let now = ack_at(i);
+            let n = if acked % 2 == 0 { 2 } else { 1 };
+            in_flight -= n;
+            rtt.update(now, now - (t0 + gap * i as u32), Duration::ZERO);
+            c.on_ack(now, n, in_flight, &rtt);
+            if pending_loss > 0 {
+                in_flight -= pending_loss;
+                c.on_congestion_event(now, t0, pending_loss, &rtt);
+                pending_loss = 0;
+            }
+        }
+    }
+    // The sender goes on sending; the first send after the ACKs went quiet ends the probe.
+    let now = ack_at(train - 1) + ms(30);
+    c.on_sent(now, 1, in_flight + 1);
+    (c, rtt, now)
+}
+
+#[test]
+fn startup_jump_lands_between_half_and_one_bdp() {
+    for (rtt_ms, lose_every) in [(500, None), (600, None), (500, Some(5)), (600, Some(4))] {
+        let path = ms(rtt_ms);
+        // 10 Mbit/s of 1386-byte datagrams.
+        let rate = 10e6 / 8.0 / 1386.0;
+        let bdp = rate * path.as_secs_f64();
+        let (c, _, _) = startup(32, rate, path, lose_every, false);
+        let w = c.window() as f64;
+        assert!(
+            (0.5 * bdp..=1.0 * bdp).contains(&w),
+            "rtt {rtt_ms} loss {lose_every:?}: window {w} for BDP {bdp:.0}"
+        );
+        assert!(c.in_slow_start(), "the jump does not end slow start");
+        let r = c.startup_rate().unwrap_or(0.0);
+        assert!((r - rate).abs() < 0.15 * rate, "estimate {r} vs {rate}");
+    }
+}
+
+#[test]
+fn startup_no_jump_without_dispersion() {
+    // All ACKs of the train arrive at once: their spacing says nothing about the path.
+    let (c, _, _) = startup(32, 900.0, ms(500), None, true);
+    assert_eq!(c.startup_rate(), None);
+    assert!(c.window() <= 64, "window {}", c.window());
+    // A train too short to measure (application limited: the window does not grow).
+    let (c, _, _) = startup(6, 900.0, ms(500), None, false);
+    assert_eq!(c.startup_rate(), None);
+    assert_eq!(c.window(), 32);
+}
+
+#[test]
+fn startup_no_jump_on_a_short_path() {
+    // 20 ms, 10 Mbit/s: the BDP (18 packets) is below the initial window: the rate is
+    // measured but there is nothing to jump to (the train's own queue may end slow start).
+    let (c, _, _) = startup(32, 900.0, ms(20), None, false);
+    assert!(c.startup_rate().is_some());
+    assert!(c.window() <= 64, "window {}", c.window());
+}
+
+#[test]
+fn startup_slow_start_grows_gently_above_the_measured_bdp() {
+    let rate = 900.0;
+    let path = ms(500);
+    let (mut c, mut rtt, mut now) = startup(32, rate, path, None, false);
+    let bdp = rate * path.as_secs_f64();
+    let w0 = c.window() as f64;
+    assert!(w0 < bdp);
+    // One loss-free round at the path RTT: up to the BDP by doubling, then a quarter of
+    // the excess ACKs.
+    let acked = c.window();
+    for _ in 0..acked {
+        now += Duration::from_secs_f64(1.0 / rate);
+        rtt.update(now, path, Duration::ZERO);
+        c.on_ack(now, 1, acked, &rtt);
+    }
+    let expect = bdp + (w0 + acked as f64 - bdp) / slow_start::CONSERVATIVE_DIVISOR;
+    assert!(c.in_slow_start());
+    assert!(
+        (c.window() as f64 - expect).abs() <= 2.0,
+        "window {} expected {expect:.0}",
+        c.window()
+    );
+    // Without a measured BDP slow start doubles.
+    assert_eq!(slow_start::grow(100.0, 100, None), 200.0);
+    assert_eq!(slow_start::grow(100.0, 100, Some(140.0)), 155.0);
+    assert_eq!(slow_start::grow(200.0, 100, Some(140.0)), 225.0);
+}
+
+#[test]
+fn startup_train_is_paced_fast_then_normal() {
+    let mut s = Sim::new(CcConfig::default());
+    let srtt = ms(500);
+    // Before any ACK: the first flight leaves within the train span.
+    assert!((s.c.pacing_gain(srtt) - 20.0).abs() < 1e-9);
+    assert_eq!(
+        s.c.pacing_gain(ms(20)),
+        crate::pacer::SLOW_START_GAIN,
+        "never below the slow-start gain"
+    );
+    s.round(ms(100), 0.0);
+    assert_eq!(s.c.pacing_gain(srtt), crate::pacer::SLOW_START_GAIN);
+    let mut s = Sim::into_growth(ms(100));
+    s.round(ms(100), 0.0);
+    assert_eq!(
+        s.c.pacing_gain(srtt),
+        crate::pacer::CONGESTION_AVOIDANCE_GAIN
+    );
+}
+
+#[test]
+fn startup_jump_round_is_paced_at_the_measured_rate() {
+    let rate = 900.0;
+    let (c, _, _) = startup(32, rate, ms(500), None, false);
+    let srtt = ms(500);
+    // gain × window / srtt = the measured rate.
+    let paced = c.pacing_gain(srtt) * c.window() as f64 / srtt.as_secs_f64();
+    let measured = c.startup_rate().unwrap_or(0.0);
+    assert!(
+        (paced - measured).abs() < 0.02 * measured,
+        "{paced} vs {measured}"
+    );
+}
+
+#[test]
+fn startup_train_loss_is_not_congestion() {
+    // The train queues behind itself (RTT 100 → 115 ms on a 100 ms path), and one of its
+    // packets is lost: srtt passes the CTCP gate, but the queue was the probe's own.
+    let mut c = Ctcp::new(CcConfig::default());
+    let mut rtt = RttEstimator::new(ms(100));
+    let t0 = base();
+    for i in 0..32u32 {
+        c.on_sent(t0 + Duration::from_micros(500) * i, 1, u64::from(i) + 1);
+    }
+    for i in 0..16u32 {
+        let now = t0 + ms(100) + ms(1) * i;
+        rtt.update(now, ms(100) + ms(i.into()), Duration::ZERO);
+        c.on_ack(now, 2, u64::from(32 - 2 * i), &rtt);
+    }
+    assert!(backoff::queueing(&rtt));
+    c.on_congestion_event(t0 + ms(116), t0 + ms(10), 1, &rtt);
+    assert_eq!(c.backoffs(), 0);
+    // A loss of a packet sent after the train, with the same queue, is congestion.
+    c.on_congestion_event(t0 + ms(117), t0 + ms(105), 1, &rtt);
+    assert_eq!(c.backoffs(), 1);
+}
