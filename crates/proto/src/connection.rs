@@ -172,8 +172,10 @@ pub struct ConnectionStats {
 enum SentKind {
     /// Carried source symbol `id`.
     Source(SymbolId),
-    /// Carried a repair whose range ends before `end`.
-    Repair(SymbolId),
+    /// Carried a repair whose range ends before `end`. `reactive`: sent from the repair
+    /// debt (for a declared loss), so a lost one is owed again; a lost proactive
+    /// (speculative) one is not.
+    Repair { end: SymbolId, reactive: bool },
     /// Only ACK/PING/CLOSE.
     Control,
 }
@@ -191,9 +193,6 @@ struct SentPacket {
     /// Made obsolete by the cumulative symbol ACK without an acknowledgement of its own,
     /// although a later packet was acknowledged: the peer decoded around it, so it was lost.
     vanished: bool,
-    /// Repair only: sent from the repair debt (for a declared loss). A lost reserved repair
-    /// is owed again; a lost proactive (speculative) one is not.
-    reserved: bool,
 }
 
 #[derive(Debug)]
@@ -238,8 +237,6 @@ impl AckState {
     /// on their own, or a bulk sender would piggyback a 43-byte ACK of ACKs on most of
     /// its data packets (≈ 3 % of the link).
     fn on_packet(&mut self, pn: u64, now: Instant, eliciting: bool) {
-        let was_pending = self.pending;
-        let was_immediate = self.immediate;
         match self.largest {
             None => {
                 self.largest = Some(pn);
@@ -253,7 +250,7 @@ impl AckState {
                 } else {
                     (self.bitmap << (shift - 1) << 1) | (1u64 << (shift - 1))
                 };
-                if shift > 1 {
+                if shift > 1 && eliciting {
                     self.immediate = true; // a hole: tell the sender now
                 }
                 self.largest = Some(pn);
@@ -264,12 +261,11 @@ impl AckState {
                 if (1..=64).contains(&d) {
                     self.bitmap |= 1 << (d - 1);
                 }
-                self.immediate = true; // a late arrival may cancel a loss declaration
+                // A late arrival may cancel a loss declaration.
+                self.immediate |= eliciting;
             }
         }
         if !eliciting {
-            self.pending = was_pending;
-            self.immediate = was_immediate;
             return;
         }
         self.pending = true;
@@ -887,7 +883,7 @@ impl Connection {
             if p.in_flight && !p.acked {
                 let obsolete = match p.kind {
                     SentKind::Source(id) => id < covered,
-                    SentKind::Repair(end) => end <= covered,
+                    SentKind::Repair { end, .. } => end <= covered,
                     SentKind::Control => false,
                 };
                 if obsolete {
@@ -940,7 +936,7 @@ impl Connection {
         let (mut r, mut s, mut first) = (0, 0, None);
         for p in self.sent.iter().skip(from) {
             match p.kind {
-                SentKind::Repair(_) if p.in_flight => r += 1,
+                SentKind::Repair { .. } if p.in_flight => r += 1,
                 SentKind::Source(id) => {
                     s += u32::from(p.in_flight);
                     first.get_or_insert(id);
@@ -954,7 +950,7 @@ impl Connection {
     fn repairs_in_flight(&self) -> bool {
         self.sent
             .iter()
-            .any(|p| p.in_flight && matches!(p.kind, SentKind::Repair(_)))
+            .any(|p| p.in_flight && matches!(p.kind, SentKind::Repair { .. }))
     }
 
     /// RACK-style thresholds: (packets, time after send) past which an unacknowledged
@@ -992,7 +988,9 @@ impl Connection {
                 let needed_end = match p.kind {
                     SentKind::Source(id) => (id >= covered).then_some(id + 1),
                     // A speculative repair that was lost leaves nothing owed.
-                    SentKind::Repair(end) => (end > covered && p.reserved).then_some(end),
+                    SentKind::Repair { end, reactive } => {
+                        (end > covered && reactive).then_some(end)
+                    }
                     SentKind::Control => None,
                 };
                 if let Some(end) = needed_end {
@@ -1274,7 +1272,6 @@ impl Connection {
             lost: false,
             delivered: false,
             vanished: false,
-            reserved: false,
         });
         if in_flight {
             self.in_flight += 1;
@@ -1321,11 +1318,8 @@ impl Connection {
         }
         self.stats.repair_sent += 1;
         self.stats.repair_bytes_sent += self.repair_buf.len() as u64;
-        let t = self.finish_packet(now, buf, SentKind::Repair(first + u64::from(count)), true);
-        if let Some(p) = self.sent.back_mut() {
-            p.reserved = reactive;
-        }
-        t
+        let end = first + u64::from(count);
+        self.finish_packet(now, buf, SentKind::Repair { end, reactive }, true)
     }
 
     fn send_source(&mut self, now: Instant, buf: &mut Vec<u8>) -> Transmit {
