@@ -14,7 +14,9 @@
 //!
 //! Options: `--out FILE` (default `benches/results/netbench.json`; `--smoke` writes to a
 //! temporary file unless given; `--validate` to `benches/results/netbench-validate.json`),
-//! `--plots` (PNGs next to the output file), `--with-30` (adds 30 % loss to `--full`).
+//! `--plots` (PNGs next to the output file), `--with-30` (adds 30 % loss to `--full`),
+//! and filters that run a subset of the mode's plan: `--rtt 100,500`, `--loss 0.05,0.2`
+//! (mean loss of the cell), `--systems ctcp,bbr`, `--no-fairness`.
 //! Set `NETBENCH_KEEP=1` to keep the scratch directory `/tmp/netbench-PID` (logs).
 //!
 //! Every row is one JSON object per line: `system`, `workload`, `rtt_ms`, `loss`,
@@ -50,6 +52,7 @@ struct Args {
     out: Option<PathBuf>,
     plots: bool,
     with_30: bool,
+    filter: plan::Filter,
 }
 
 fn parse_args() -> Result<Args> {
@@ -58,6 +61,7 @@ fn parse_args() -> Result<Args> {
         out: None,
         plots: false,
         with_30: false,
+        filter: plan::Filter::default(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -70,9 +74,25 @@ fn parse_args() -> Result<Args> {
             "--plots" => a.plots = true,
             "--with-30" => a.with_30 = true,
             "--out" => a.out = Some(it.next().context("--out needs a path")?.into()),
+            "--rtt" => {
+                let v = it.next().context("--rtt needs a list of ms")?;
+                a.filter.rtts = v.split(',').map(str::parse).collect::<Result<_, _>>()?;
+            }
+            "--loss" => {
+                let v = it.next().context("--loss needs a list of rates")?;
+                a.filter.losses = v.split(',').map(str::parse).collect::<Result<_, _>>()?;
+            }
+            "--systems" => {
+                let v = it.next().context("--systems needs a list")?;
+                a.filter.systems = v
+                    .split(',')
+                    .map(|s| plan::System::parse(s).with_context(|| format!("unknown system {s}")))
+                    .collect::<Result<_>>()?;
+            }
+            "--no-fairness" => a.filter.no_fairness = true,
             "-h" | "--help" => {
                 println!(
-                    "netbench --smoke|--quick|--full|--validate|--plots-only [--out FILE] [--plots] [--with-30]"
+                    "netbench --smoke|--quick|--full|--validate|--plots-only [--out FILE] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--no-fairness]"
                 );
                 std::process::exit(0);
             }
@@ -130,7 +150,10 @@ fn validate_mode(out: Option<PathBuf>) -> Result<()> {
 }
 
 fn run_mode(mode: Mode, args: &Args) -> Result<()> {
-    let plan = plan::plan(mode, args.with_30);
+    let plan = args.filter.apply(plan::plan(mode, args.with_30));
+    if plan.cells.is_empty() && plan.fairness.is_none() {
+        bail!("the filters leave nothing to run");
+    }
     let bins = Bins::locate()?;
     let work = WorkDir::create()?;
     let out_path = match (&args.out, mode) {

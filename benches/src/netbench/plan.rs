@@ -128,6 +128,64 @@ pub struct Plan {
     pub fairness: Option<Fairness>,
 }
 
+/// A subset of a mode's plan, for re-measuring a few cells (`netbench --quick --rtt 500
+/// --loss 0.2 --systems ctcp`). Empty lists keep everything.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// RTTs in ms to keep.
+    pub rtts: Vec<u64>,
+    /// Mean loss rates to keep (matched within 1e-9).
+    pub losses: Vec<f64>,
+    /// Systems to keep.
+    pub systems: Vec<System>,
+    /// Drop the fairness run.
+    pub no_fairness: bool,
+}
+
+impl Filter {
+    /// Whether the filter keeps everything.
+    pub fn is_empty(&self) -> bool {
+        self.rtts.is_empty()
+            && self.losses.is_empty()
+            && self.systems.is_empty()
+            && !self.no_fairness
+    }
+
+    /// `plan` without the cells, jobs and fairness run the filter drops.
+    pub fn apply(&self, mut plan: Plan) -> Plan {
+        let keep_cell = |c: &Cell| {
+            (self.rtts.is_empty() || self.rtts.contains(&c.link.rtt_ms))
+                && (self.losses.is_empty()
+                    || self
+                        .losses
+                        .iter()
+                        .any(|l| (l - c.link.loss.mean()).abs() < 1e-9))
+        };
+        plan.cells.retain(keep_cell);
+        for c in &mut plan.cells {
+            c.jobs
+                .retain(|j| self.systems.is_empty() || self.systems.contains(&j.system));
+        }
+        plan.cells.retain(|c| !c.jobs.is_empty());
+        let fairness_kept = !self.no_fairness
+            && (self.systems.is_empty()
+                || (self.systems.contains(&System::Ctcp) && self.systems.contains(&System::Cubic)));
+        if !fairness_kept {
+            plan.fairness = None;
+        }
+        plan
+    }
+}
+
+impl System {
+    /// The system named `s` (`ctcp`, `cubic`, `bbr`, `reno`).
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Ctcp, Self::Cubic, Self::Bbr, Self::Reno]
+            .into_iter()
+            .find(|x| x.name() == s)
+    }
+}
+
 impl Plan {
     /// File sizes the origins must serve.
     pub fn sizes(&self) -> Vec<u64> {

@@ -182,8 +182,9 @@ impl Ctcp {
 }
 
 impl Controller for Ctcp {
-    fn on_sent(&mut self, now: Instant, packets: u64, _in_flight: u64) {
-        let est = self.probe.on_sent(now, packets);
+    fn on_sent(&mut self, now: Instant, packets: u64, in_flight: u64) {
+        let from_idle = self.phase == Phase::SlowStart && in_flight <= packets;
+        let est = self.probe.on_sent(now, packets, from_idle);
         self.on_probe(now, est);
     }
 

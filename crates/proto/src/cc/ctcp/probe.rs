@@ -100,7 +100,12 @@ enum State {
         last_ack: Instant,
     },
     /// Estimate taken (or given up); when the train's last packet left, if it was sent.
-    Done { train_end: Option<Instant> },
+    /// `rearm`: the flight was application limited (fewer than [`MIN_TRAIN`] packets), so
+    /// the next flight that starts from an empty pipe is a new train.
+    Done {
+        train_end: Option<Instant>,
+        rearm: bool,
+    },
 }
 
 /// The start-up probe (see the module docs): feed it every send, ACK and loss until it
@@ -136,7 +141,7 @@ impl Probe {
         let last = match self.state {
             State::Train { last_sent, .. } => last_sent,
             State::Measuring { train_end, .. } => Some(train_end),
-            State::Done { train_end } => train_end,
+            State::Done { train_end, .. } => train_end,
         };
         last.is_some_and(|l| sent_time <= l)
     }
@@ -144,7 +149,27 @@ impl Probe {
     /// `packets` left at `now`. While measuring, a send after the train's ACKs have gone
     /// quiet ([`QUIET`]) ends the measurement: the rest of the train was lost, and waiting
     /// for the next ACK would wait a round trip.
-    pub(super) fn on_sent(&mut self, now: Instant, packets: u64) -> Option<Estimate> {
+    ///
+    /// `from_idle`: nothing else was in flight and the sender is still in slow start. After
+    /// an application-limited first flight such a send starts a new train. Why: in the
+    /// proxies a session's first flights are a stream OPEN, its result and a request, a
+    /// packet or two each; the bulk reply comes a round trip later, and without re-arming
+    /// it would ramp up by slow start alone (at 500 ms the probe never fired on the real
+    /// link).
+    pub(super) fn on_sent(
+        &mut self,
+        now: Instant,
+        packets: u64,
+        from_idle: bool,
+    ) -> Option<Estimate> {
+        if from_idle && matches!(self.state, State::Done { rearm: true, .. }) {
+            self.state = State::Train {
+                sent: 0,
+                first_sent: None,
+                last_sent: None,
+                closed: false,
+            };
+        }
         if let State::Measuring { last_ack, .. } = self.state {
             if now.saturating_duration_since(last_ack) >= QUIET {
                 return self.finish();
@@ -190,12 +215,16 @@ impl Probe {
                     _ => Duration::ZERO,
                 };
                 let Some(train_end) = *last_sent else {
-                    self.state = State::Done { train_end: None };
+                    self.state = State::Done {
+                        train_end: None,
+                        rearm: true,
+                    };
                     return None;
                 };
                 if *sent < MIN_TRAIN {
                     self.state = State::Done {
                         train_end: Some(train_end),
+                        rearm: true,
                     };
                     return None;
                 }
@@ -269,9 +298,15 @@ impl Probe {
         let train_end = match self.state {
             State::Train { last_sent, .. } => last_sent,
             State::Measuring { train_end, .. } => Some(train_end),
-            State::Done { train_end } => train_end,
+            State::Done { train_end, .. } => train_end,
         };
-        let state = std::mem::replace(&mut self.state, State::Done { train_end });
+        let state = std::mem::replace(
+            &mut self.state,
+            State::Done {
+                train_end,
+                rearm: false,
+            },
+        );
         let State::Measuring {
             send_span,
             first_ack,

@@ -357,9 +357,23 @@ fn startup(
     lose_every: Option<u64>,
     aggregate: bool,
 ) -> (Ctcp, RttEstimator, Instant) {
-    let mut c = Ctcp::new(CcConfig::default());
-    let mut rtt = RttEstimator::new(ms(100));
-    let t0 = base();
+    let c = Ctcp::new(CcConfig::default());
+    let rtt = RttEstimator::new(ms(100));
+    startup_from(c, rtt, base(), train, rate, path_rtt, lose_every, aggregate)
+}
+
+/// [`startup`] with a given controller and estimator, the train starting at `t0`.
+#[allow(clippy::too_many_arguments)]
+fn startup_from(
+    mut c: Ctcp,
+    mut rtt: RttEstimator,
+    t0: Instant,
+    train: u64,
+    rate: f64,
+    path_rtt: Duration,
+    lose_every: Option<u64>,
+    aggregate: bool,
+) -> (Ctcp, RttEstimator, Instant) {
     let gap = Duration::from_micros(500);
     for i in 0..train {
         c.on_sent(t0 + gap * i as u32, 1, i + 1);
@@ -431,6 +445,42 @@ fn startup_no_jump_without_dispersion() {
     let (c, _, _) = startup(6, 900.0, ms(500), None, false);
     assert_eq!(c.startup_rate(), None);
     assert_eq!(c.window(), 32);
+}
+
+#[test]
+fn startup_train_rearms_after_an_application_limited_flight() {
+    // A proxy session: the first flights are a packet or two (OPEN, its result, a
+    // request), acknowledged before the bulk reply starts from an empty pipe.
+    let mut c = Ctcp::new(CcConfig::default());
+    let mut rtt = RttEstimator::new(ms(100));
+    let t0 = base();
+    c.on_sent(t0, 1, 1);
+    c.on_sent(t0 + ms(1), 1, 2);
+    rtt.update(t0 + ms(501), ms(500), Duration::ZERO);
+    c.on_ack(t0 + ms(501), 2, 0, &rtt);
+    assert_eq!(c.startup_rate(), None);
+    // The reply: a full first flight, dispersed by a 900 packet/s bottleneck.
+    let (c, _, _) = startup_from(c, rtt, t0 + ms(1000), 32, 900.0, ms(500), None, false);
+    let bdp = 900.0 * 0.5;
+    let r = c.startup_rate().unwrap_or(0.0);
+    assert!((r - 900.0).abs() < 0.15 * 900.0, "estimate {r}");
+    let w = c.window() as f64;
+    assert!((0.5 * bdp..=bdp).contains(&w), "window {w} for BDP {bdp}");
+}
+
+#[test]
+fn startup_train_does_not_rearm_while_packets_are_in_flight() {
+    // The short flight is still unacknowledged when the bulk data starts: its ACK would
+    // be read as the train's, so no new train starts until the pipe is empty.
+    let mut c = Ctcp::new(CcConfig::default());
+    let mut rtt = RttEstimator::new(ms(100));
+    let t0 = base();
+    c.on_sent(t0, 1, 1);
+    c.on_sent(t0 + ms(1), 1, 2);
+    rtt.update(t0 + ms(501), ms(500), Duration::ZERO);
+    c.on_ack(t0 + ms(501), 1, 1, &rtt);
+    c.on_sent(t0 + ms(600), 1, 2);
+    assert!(!c.probe.sending_train());
 }
 
 #[test]
