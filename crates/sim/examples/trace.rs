@@ -7,10 +7,15 @@ use ctcp_sim::{LinkSpec, LossModel, Seed, Sim};
 use std::time::Duration;
 
 fn main() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .init();
+    }
     let a: Vec<String> = std::env::args().collect();
     let rtt: u64 = a.get(1).map_or(500, |s| s.parse().unwrap());
     let loss: f64 = a.get(2).map_or(0.05, |s| s.parse().unwrap());
-    let mb: u64 = a.get(3).map_or(20, |s| s.parse().unwrap());
+    let mb: f64 = a.get(3).map_or(20.0, |s| s.parse().unwrap());
     let link = LinkSpec::new(10_000_000, Duration::from_millis(rtt)).loss(if loss > 0.0 {
         LossModel::Bernoulli(loss)
     } else {
@@ -21,8 +26,8 @@ fn main() {
     let start = sim.now();
     let (f, r) = sim.add_link(&link);
     let cfg = TransportConfig::default();
-    let tx = CtcpPeer::sender(cfg.clone(), &[7; 32], 1, start, mb * 1_000_000);
-    let rx = CtcpPeer::receiver(cfg, &[7; 32], 2);
+    let tx = CtcpPeer::sender(cfg.clone(), &[7; 32], seed, start, (mb * 1e6) as u64);
+    let rx = CtcpPeer::receiver(cfg, &[7; 32], seed ^ 0xdead_beef);
     let flow = sim.add_flow(tx, rx, f, r);
     let step_ms: u64 = a.get(5).map_or(rtt.max(250), |s| s.parse().unwrap());
     let step = Duration::from_millis(step_ms);
