@@ -224,7 +224,13 @@ fn f_slow_start_exits_on_delay_rise_without_shrinking() {
 fn f_gated_loss_ends_slow_start() {
     let mut s = Sim::new(CcConfig::default());
     s.round(ms(100), 0.0);
-    s.round(ms(108), 0.0); // queueing (round_min > min + 2 ms) but not enough to exit
+    // A round of samples with 18 ms of queue (round_min above min + 15 %): the gate is
+    // open; no ACK in between, so the delay exit has not run.
+    for _ in 0..5 {
+        s.now += ms(25);
+        s.rtt.update(s.now, ms(118), Duration::ZERO);
+    }
+    assert!(backoff::queueing(&s.rtt));
     assert!(s.c.in_slow_start());
     s.c.on_congestion_event(s.now, s.now - ms(1), 1, &s.rtt);
     assert!(!s.c.in_slow_start());
@@ -260,12 +266,12 @@ fn g_min_rtt_expiry_lets_beta_recover_after_route_change() {
 
 #[test]
 fn gate_on_srtt_alone_backs_off_gently() {
-    // Jitter: samples alternate 100/140 ms. srtt ≈ 120 ms passes the gate, but the round
-    // minimum is 100 ms, so β hits its upper clamp instead of 100/120.
+    // Jitter: samples alternate 100/180 ms. srtt ≈ 140 ms passes the gate, but the round
+    // minimum is 100 ms, so β hits its upper clamp instead of 100/140.
     let mut s = Sim::into_growth(ms(100));
     for i in 0..40 {
         s.now += ms(10);
-        let sample = if i % 2 == 0 { ms(100) } else { ms(140) };
+        let sample = if i % 2 == 0 { ms(100) } else { ms(180) };
         s.rtt.update(s.now, sample, Duration::ZERO);
     }
     assert!(backoff::queueing(&s.rtt));
@@ -558,7 +564,7 @@ fn startup_jump_round_is_paced_at_the_measured_rate() {
 
 #[test]
 fn startup_train_loss_is_not_congestion() {
-    // The train queues behind itself (RTT 100 → 115 ms on a 100 ms path), and one of its
+    // The train queues behind itself (RTT 100 → 175 ms on a 100 ms path), and one of its
     // packets is lost: srtt passes the CTCP gate, but the queue was the probe's own.
     let mut c = Ctcp::new(CcConfig::default());
     let mut rtt = RttEstimator::new(ms(100));
@@ -568,7 +574,7 @@ fn startup_train_loss_is_not_congestion() {
     }
     for i in 0..16u32 {
         let now = t0 + ms(100) + ms(1) * i;
-        rtt.update(now, ms(100) + ms(i.into()), Duration::ZERO);
+        rtt.update(now, ms(100) + ms(5 * u64::from(i)), Duration::ZERO);
         c.on_ack(now, 2, u64::from(32 - 2 * i), &rtt);
     }
     assert!(backoff::queueing(&rtt));
