@@ -276,6 +276,15 @@ impl AckState {
     }
 }
 
+/// How many declared-lost, already trimmed packets are remembered for spurious-loss
+/// detection. Why: the sent log drops a lost packet at once, so when a reordered packet
+/// (50 ms late on a 100 ms path) was declared lost at 3 packets' displacement, its ACK
+/// found nothing, the reordering estimator never saw the late arrival, its thresholds
+/// stayed at their floors, and every reordered packet cost a useless repair (2.6 %
+/// overhead in the sweep's reordering row). A few hundred covers more than a round trip
+/// of losses at the rates the thresholds matter for; the oldest are forgotten first.
+const RECENT_LOST: usize = 256;
+
 /// A session. Created by [`crate::Endpoint`].
 #[derive(Debug)]
 pub struct Connection {
@@ -294,6 +303,9 @@ pub struct Connection {
     next_pn: u64,
     sent_base: u64,
     sent: VecDeque<SentPacket>,
+    /// Packets declared lost and since trimmed from `sent`: (number, send time). An ACK
+    /// that still names one shows it was only late; see [`RECENT_LOST`].
+    recent_lost: VecDeque<(u64, Instant)>,
     in_flight: u64,
     largest_acked: Option<u64>,
     encoder: Encoder,
@@ -451,6 +463,7 @@ impl Connection {
             next_pn: 0,
             sent_base: 0,
             sent: VecDeque::new(),
+            recent_lost: VecDeque::new(),
             in_flight: 0,
             largest_acked: None,
             encoder: Encoder::new(codec),
@@ -816,6 +829,16 @@ impl Connection {
         let mut largest_newly_acked: Option<(u64, Instant, bool)> = None;
         let mut mark = |this: &mut Self, pn: u64| {
             if pn < this.sent_base {
+                // Declared lost and trimmed, yet acknowledged: it was only late.
+                if let Some(i) = this.recent_lost.iter().rposition(|&(n, _)| n == pn) {
+                    let (_, sent_time) = this.recent_lost.remove(i).unwrap_or((pn, now));
+                    if let Some(prev) = prev_largest.filter(|&l| pn < l) {
+                        let late_by = now
+                            .saturating_duration_since(sent_time)
+                            .saturating_sub(min_rtt);
+                        late.push((prev - pn, late_by));
+                    }
+                }
                 return;
             }
             let Some(p) = this.sent.get_mut((pn - this.sent_base) as usize) else {
@@ -1019,6 +1042,12 @@ impl Connection {
         while let Some(p) = self.sent.front() {
             if p.in_flight {
                 break;
+            }
+            if p.lost && !p.acked {
+                if self.recent_lost.len() == RECENT_LOST {
+                    self.recent_lost.pop_front();
+                }
+                self.recent_lost.push_back((self.sent_base, p.time));
             }
             if p.ack_eliciting {
                 if p.delivered {

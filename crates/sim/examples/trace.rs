@@ -21,6 +21,12 @@ fn main() {
     } else {
         LossModel::None
     });
+    // REORDER=1: 2 % of packets 50 ms late (the sweep's reordering row).
+    let link = if std::env::var_os("REORDER").is_some() {
+        link.reorder(0.02, Duration::from_millis(50))
+    } else {
+        link
+    };
     let seed: u64 = a.get(4).map_or(1, |s| s.parse().unwrap());
     let mut sim = Sim::with_seed(Seed(seed));
     let start = sim.now();
