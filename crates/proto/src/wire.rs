@@ -28,17 +28,24 @@ pub const RANDOM_LEN: usize = 32;
 pub const MAC_LEN: usize = 16;
 /// Length of the AEAD tag appended to every data packet.
 pub const TAG_LEN: usize = 16;
-/// Length of a data packet header: type, connection id, packet number.
-pub const DATA_HEADER_LEN: usize = 1 + CONN_ID_LEN + 8;
+/// Length of the packet number in a DATA header: the low 32 bits of the transmission
+/// number (see [`expand_u32`]).
+pub const PN_LEN: usize = 4;
+/// Length of a data packet header: type, connection id, truncated packet number.
+pub const DATA_HEADER_LEN: usize = 1 + CONN_ID_LEN + PN_LEN;
 /// Length of an INITIATE packet.
 pub const INITIATE_LEN: usize = 1 + 1 + CONN_ID_LEN + RANDOM_LEN + 8 + MAC_LEN;
 /// Length of an ACCEPT packet; never larger than [`INITIATE_LEN`] (no amplification).
 pub const ACCEPT_LEN: usize = 1 + 1 + CONN_ID_LEN + RANDOM_LEN + MAC_LEN;
 /// Length of a stateless RESET packet; smaller than any data packet that can trigger it.
 pub const RESET_LEN: usize = 1 + CONN_ID_LEN + MAC_LEN;
+/// Length of the smallest possible DATA packet (header and tag around an empty payload).
+/// A stateless RESET answers only DATA packets longer than this, so it is always smaller
+/// than its trigger and never answers a RESET-sized datagram.
+pub const MIN_DATA_LEN: usize = DATA_HEADER_LEN + TAG_LEN;
 
 const _: () = assert!(ACCEPT_LEN <= INITIATE_LEN);
-const _: () = assert!(RESET_LEN < DATA_HEADER_LEN + TAG_LEN);
+const _: () = assert!(RESET_LEN < MIN_DATA_LEN);
 
 /// A malformed datagram or chunk. Callers drop the datagram; nothing here allocates state.
 #[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
@@ -156,6 +163,30 @@ pub fn varint_len(v: u64) -> usize {
         0x4000..=0x3fff_ffff => 4,
         _ => 8,
     }
+}
+
+/// Reconstructs a 64-bit number from its low 32 bits: of all values with those low bits,
+/// the one closest to `expected` (RFC 9000 §A.3 with a 32-bit window). Exact whenever the
+/// true value lies in `(expected − 2^31, expected + 2^31]`; never overflows.
+///
+/// Packet numbers use `expected = largest authenticated + 1`, symbol ids the receiver's
+/// decoder frontier (see [`Chunks::new`]).
+pub fn expand_u32(expected: u64, truncated: u32) -> u64 {
+    const WIN: u64 = 1 << 32;
+    const HALF: u64 = WIN / 2;
+    let candidate = (expected & !(WIN - 1)) | u64::from(truncated);
+    if candidate.checked_add(HALF).is_some_and(|c| c <= expected) && candidate <= u64::MAX - WIN {
+        candidate + WIN
+    } else if candidate > expected.saturating_add(HALF) && candidate >= WIN {
+        candidate - WIN
+    } else {
+        candidate
+    }
+}
+
+/// The low 32 bits of `v`, as carried on the wire (the truncation is the point).
+fn low32(v: u64) -> u32 {
+    (v & 0xffff_ffff) as u32
 }
 
 /// Client → server handshake request (sent in the clear, MAC'd with the PSK).
@@ -298,32 +329,40 @@ impl Reset {
     }
 }
 
-/// Header of a data packet; also the AEAD associated data.
+/// Header of a data packet; its bytes as sent are the AEAD associated data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DataHeader {
     /// The session.
     pub conn_id: u64,
-    /// Transmission number: unique per datagram sent in this direction; the AEAD nonce.
+    /// Transmission number: unique per datagram sent in this direction. The wire carries
+    /// its low 32 bits; the AEAD nonce is derived from all 64.
     pub pn: u64,
 }
 
 impl DataHeader {
-    /// Parses the header at the start of a data packet.
-    pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+    /// Parses the header at the start of a data packet and reconstructs the full packet
+    /// number as the one closest to `largest_pn + 1`, where `largest_pn` is the largest
+    /// packet number that *authenticated* in this direction so far (`None` before the
+    /// first), so a forged datagram cannot move the reference. The result is exact while
+    /// the sender stays within 2^31 of it, which any window of packets in flight does.
+    pub fn parse(buf: &[u8], largest_pn: Option<u64>) -> Result<Self, WireError> {
         let mut r = Reader::new(buf);
         if r.u8("type")? != TYPE_DATA {
             return Err(WireError::Invalid("data type"));
         }
+        let conn_id = r.u64("conn id")?;
+        let truncated = r.u32("packet number")?;
+        let expected = largest_pn.map_or(0, |l| l.saturating_add(1));
         Ok(DataHeader {
-            conn_id: r.u64("conn id")?,
-            pn: r.u64("packet number")?,
+            conn_id,
+            pn: expand_u32(expected, truncated),
         })
     }
-    /// Appends the header to `out`.
+    /// Appends the header to `out` ([`DATA_HEADER_LEN`] bytes, the low 32 bits of `pn`).
     pub fn emit(&self, out: &mut Vec<u8>) {
         out.push(TYPE_DATA);
         out.extend_from_slice(&self.conn_id.to_le_bytes());
-        out.extend_from_slice(&self.pn.to_le_bytes());
+        out.extend_from_slice(&low32(self.pn).to_le_bytes());
     }
 }
 
@@ -606,6 +645,92 @@ mod tests {
         }
     }
 
+    /// xorshift64, for property loops without a dependency.
+    fn xorshift(x: &mut u64) -> u64 {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x
+    }
+
+    #[test]
+    fn expand_picks_the_closest_candidate() {
+        const W: u64 = 1 << 32;
+        const H: u64 = W / 2;
+        // RFC 9000 §A.3's example (largest 0xa82f30ea, 16 bits 0x9b32 → 0xa82f9b32), above
+        // a 32-bit window: scaled by 2^16, and with the window's worth of high bits set.
+        assert_eq!(
+            expand_u32(0xa82f_30ea_0000 + 1, 0x9b32_0000),
+            0xa82f_9b32_0000
+        );
+        assert_eq!(expand_u32(0x1_a82f_30ea + 1, 0xa82f_9b32), 0x1_a82f_9b32);
+        // Wrapping forwards over 2^32, and a late packet from before the wrap.
+        assert_eq!(expand_u32(0xffff_fff0 + 1, 5), 0x1_0000_0005);
+        assert_eq!(expand_u32(0x1_0000_0005 + 1, 0xffff_fff0), 0xffff_fff0);
+        // Just below, at and above the largest.
+        let l = 0x5_0000_1000u64;
+        for v in [l - 2, l - 1, l, l + 1, l + 2, l + 1000] {
+            assert_eq!(expand_u32(l + 1, low32(v)), v, "{v:#x}");
+        }
+        // The edges of the window (expected − 2^31, expected + 2^31].
+        let e = 0x7_1234_5678u64;
+        assert_eq!(expand_u32(e, low32(e + H)), e + H);
+        assert_eq!(expand_u32(e, low32(e - H + 1)), e - H + 1);
+        assert_eq!(expand_u32(e, low32(e - H)), e + H, "a tie resolves upwards");
+        // No candidate below 0 or above u64::MAX.
+        assert_eq!(expand_u32(0, 0xffff_ffff), 0xffff_ffff);
+        assert_eq!(expand_u32(3, 0x8000_0004), 0x8000_0004);
+        assert_eq!(expand_u32(u64::MAX, 0), 0xffff_ffff_0000_0000);
+        assert_eq!(expand_u32(u64::MAX - 2, 0xffff_ffff), u64::MAX);
+        assert_eq!(expand_u32(u64::MAX, 0x7fff_ffff), 0xffff_ffff_7fff_ffff);
+    }
+
+    #[test]
+    fn expand_is_exact_inside_the_window() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..100_000 {
+            let v = xorshift(&mut x) >> (xorshift(&mut x) % 64);
+            // An expected value within (v − 2^31, v + 2^31], i.e. v ∈ [e − 2^31 + 1, e + 2^31].
+            let d = (xorshift(&mut x) % (1 << 32)) as i64 - (1 << 31) + 1;
+            let e = v.wrapping_add_signed(-d);
+            if (d > 0 && e > v) || (d < 0 && e < v) {
+                continue; // wrapped around 0 or u64::MAX
+            }
+            assert_eq!(expand_u32(e, low32(v)), v, "v {v:#x} e {e:#x}");
+        }
+    }
+
+    #[test]
+    fn data_header_round_trip() {
+        for (pn, largest) in [
+            (0u64, None),
+            (3, None),
+            (7, Some(6)),
+            (5, Some(9)),
+            (0x1_0000_0003, Some(0xffff_fffe)),
+            (0xffff_fffe, Some(0x1_0000_0003)),
+            (0x1234_5678_9abc_def0, Some(0x1234_5678_9abc_de00)),
+        ] {
+            let h = DataHeader {
+                conn_id: 0x00c0_ffee,
+                pn,
+            };
+            let mut out = Vec::new();
+            h.emit(&mut out);
+            assert_eq!(out.len(), DATA_HEADER_LEN);
+            assert_eq!(DataHeader::parse(&out, largest).unwrap(), h);
+            assert_eq!(peek_conn_id(&out).unwrap(), (TYPE_DATA, 0x00c0_ffee));
+            assert!(DataHeader::parse(&out[..DATA_HEADER_LEN - 1], largest).is_err());
+        }
+        // The wire keeps 32 bits: a number 2^32 away from the reference is a different one.
+        let mut out = Vec::new();
+        DataHeader { conn_id: 1, pn: 5 }.emit(&mut out);
+        assert_eq!(
+            DataHeader::parse(&out, Some(1 << 32)).unwrap().pn,
+            (1 << 32) + 5
+        );
+    }
+
     #[test]
     fn handshake_round_trip_and_sizes() {
         let i = Initiate {
@@ -702,7 +827,8 @@ mod tests {
             let _ = peek_conn_id(&buf);
             let _ = Initiate::parse(&buf);
             let _ = Accept::parse(&buf);
-            let _ = DataHeader::parse(&buf);
+            let _ = DataHeader::parse(&buf, None);
+            let _ = DataHeader::parse(&buf, Some(u64::MAX));
         }
     }
 }
