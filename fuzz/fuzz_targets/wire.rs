@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = Reset::parse(data);
     let _ = DataHeader::parse(data, None);
     let _ = DataHeader::parse(data, Some(reference));
-    for c in Chunks::new(data, 1344) {
+    for c in Chunks::new(data, 1344, reference) {
         if c.is_err() {
             break;
         }

@@ -631,7 +631,8 @@ impl Connection {
         // Copy out: chunk processing borrows self mutably.
         let plain = plain.to_vec();
         let mut eliciting = false;
-        for chunk in Chunks::new(&plain, self.config.symbol_size) {
+        let expected_id = self.decoder.next_in_order();
+        for chunk in Chunks::new(&plain, self.config.symbol_size, expected_id) {
             let Ok(chunk) = chunk else {
                 tracing::debug!(
                     conn = self.conn_id,

@@ -445,10 +445,13 @@ impl Ack {
     }
 }
 
-/// Encoded size of a SOURCE chunk header.
-pub const SOURCE_HEADER_LEN: usize = 1 + 8 + 2;
-/// Encoded size of a REPAIR chunk header in key form.
-pub const REPAIR_HEADER_LEN: usize = 1 + 8 + 2 + 1 + 2;
+/// Length of a symbol id in SOURCE and REPAIR chunks: its low 32 bits (see [`Chunks::new`]).
+pub const SYMBOL_ID_LEN: usize = 4;
+/// Encoded size of a SOURCE chunk header: type, truncated symbol id, length.
+pub const SOURCE_HEADER_LEN: usize = 1 + SYMBOL_ID_LEN + 2;
+/// Encoded size of a REPAIR chunk header in key form: type, truncated first id, count,
+/// coefficient form, key.
+pub const REPAIR_HEADER_LEN: usize = 1 + SYMBOL_ID_LEN + 2 + 1 + 2;
 
 /// Coefficient form byte: 16-bit RFC 8681 key.
 const COEF_KEY: u8 = 0;
@@ -485,19 +488,27 @@ pub enum Chunk<'a> {
     },
 }
 
-/// Iterates the chunks of a decrypted payload. `symbol_size` is the session's repair length.
+/// Iterates the chunks of a decrypted payload.
 #[derive(Debug)]
 pub struct Chunks<'a> {
     r: Reader<'a>,
     symbol_size: usize,
+    expected_id: SymbolId,
 }
 
 impl<'a> Chunks<'a> {
-    /// Starts iterating `payload`.
-    pub fn new(payload: &'a [u8], symbol_size: usize) -> Self {
+    /// Starts iterating `payload`. `symbol_size` is the session's repair length.
+    ///
+    /// SOURCE ids and REPAIR first ids carry their low 32 bits; each is reconstructed as
+    /// the id with those bits closest to `expected_id` ([`expand_u32`]). The receiver
+    /// passes its decoder's in-order frontier (every id below is known): every id a sender
+    /// can reference lies within its window of it, far inside the ±2^31 that decodes
+    /// exactly.
+    pub fn new(payload: &'a [u8], symbol_size: usize, expected_id: SymbolId) -> Self {
         Chunks {
             r: Reader::new(payload),
             symbol_size,
+            expected_id,
         }
     }
 }
@@ -521,7 +532,7 @@ impl<'a> Iterator for Chunks<'a> {
                 }
                 CHUNK_ACK => Ack::parse(&mut self.r).map(Chunk::Ack),
                 CHUNK_SOURCE => (|| {
-                    let id = self.r.u64("source id")?;
+                    let id = expand_u32(self.expected_id, self.r.u32("source id")?);
                     let len = self.r.u16("source len")? as usize;
                     if len + 2 > self.symbol_size {
                         return Err(WireError::Invalid("source length"));
@@ -532,7 +543,7 @@ impl<'a> Iterator for Chunks<'a> {
                     })
                 })(),
                 CHUNK_REPAIR => (|| {
-                    let first = self.r.u64("repair first")?;
+                    let first = expand_u32(self.expected_id, self.r.u32("repair first")?);
                     let count = self.r.u16("repair count")?;
                     if count == 0 {
                         return Err(WireError::Invalid("repair count"));
@@ -577,22 +588,22 @@ impl<'a> Iterator for Chunks<'a> {
     }
 }
 
-/// Appends a SOURCE chunk.
+/// Appends a SOURCE chunk (the low 32 bits of `id`; see [`Chunks::new`]).
 ///
 /// # Panics
 /// Panics if the payload exceeds 65535 bytes (the caller bounds it by the symbol size).
 pub fn emit_source(out: &mut Vec<u8>, id: SymbolId, payload: &[u8]) {
     let len = u16::try_from(payload.len()).unwrap_or_else(|_| panic!("source payload too long"));
     out.push(CHUNK_SOURCE);
-    out.extend_from_slice(&id.to_le_bytes());
+    out.extend_from_slice(&low32(id).to_le_bytes());
     out.extend_from_slice(&len.to_le_bytes());
     out.extend_from_slice(payload);
 }
 
-/// Appends a REPAIR chunk.
+/// Appends a REPAIR chunk (the low 32 bits of `header.first`; see [`Chunks::new`]).
 pub fn emit_repair(out: &mut Vec<u8>, header: &RepairHeader, data: &[u8]) {
     out.push(CHUNK_REPAIR);
-    out.extend_from_slice(&header.first.to_le_bytes());
+    out.extend_from_slice(&low32(header.first).to_le_bytes());
     out.extend_from_slice(&header.count.to_le_bytes());
     match &header.coefficients {
         Coefficients::Key(k) => {
@@ -774,17 +785,22 @@ mod tests {
         ack.emit(&mut out);
         assert_eq!(out.len(), ACK_CHUNK_LEN);
         emit_source(&mut out, 42, b"hello");
+        assert_eq!(out.len(), ACK_CHUNK_LEN + SOURCE_HEADER_LEN + 5);
         let header = RepairHeader {
             first: 40,
             count: 3,
             coefficients: Coefficients::Key(77),
         };
         emit_repair(&mut out, &header, &[9u8; 64]);
+        assert_eq!(
+            out.len(),
+            ACK_CHUNK_LEN + SOURCE_HEADER_LEN + 5 + REPAIR_HEADER_LEN + 64
+        );
         emit_ping(&mut out);
         emit_close(&mut out, 3, "bye");
         out.push(CHUNK_PADDING);
         out.extend_from_slice(&[0; 10]);
-        let chunks: Vec<_> = Chunks::new(&out, 64).collect::<Result<_, _>>().unwrap();
+        let chunks: Vec<_> = Chunks::new(&out, 64, 41).collect::<Result<_, _>>().unwrap();
         assert_eq!(chunks.len(), 5);
         assert_eq!(chunks[0], Chunk::Ack(ack));
         assert_eq!(
@@ -812,6 +828,80 @@ mod tests {
     }
 
     #[test]
+    fn symbol_ids_round_trip_around_the_receiver_frontier() {
+        // (receiver's next_in_order, ids the sender may reference): its whole window either
+        // side, and across 2^32 in both directions.
+        let cases = [
+            (0u64, vec![0u64, 1, 8191]),
+            (5, vec![0, 4, 5, 6, 8200]),
+            (
+                0xffff_fff0,
+                vec![0xffff_e000, 0xffff_ffff, 0x1_0000_0000, 0x1_0000_1ff0],
+            ),
+            (
+                0x1_0000_0010,
+                vec![0xffff_f000, 0xffff_ffff, 0x1_0000_0000, 0x1_0000_2010],
+            ),
+            (
+                0x7_8000_0000,
+                vec![0x7_7fff_e000, 0x7_7fff_ffff, 0x7_8000_0000, 0x7_8000_2000],
+            ),
+        ];
+        for (frontier, ids) in cases {
+            for id in ids {
+                let header = RepairHeader {
+                    first: id,
+                    count: 2,
+                    coefficients: Coefficients::Explicit(vec![1, 2]),
+                };
+                let mut out = Vec::new();
+                emit_source(&mut out, id, b"x");
+                emit_repair(&mut out, &header, &[3u8; 64]);
+                let chunks: Vec<_> = Chunks::new(&out, 64, frontier)
+                    .collect::<Result<_, _>>()
+                    .unwrap();
+                assert_eq!(
+                    chunks,
+                    [
+                        Chunk::Source { id, payload: b"x" },
+                        Chunk::Repair {
+                            header,
+                            data: &[3u8; 64]
+                        }
+                    ],
+                    "frontier {frontier:#x} id {id:#x}"
+                );
+            }
+        }
+        // 32 bits on the wire: an id 2^32 away from the frontier reads as a nearer one.
+        let mut out = Vec::new();
+        emit_source(&mut out, 7, b"");
+        assert_eq!(out.len(), SOURCE_HEADER_LEN);
+        assert_eq!(
+            Chunks::new(&out, 64, 1 << 32).next(),
+            Some(Ok(Chunk::Source {
+                id: (1 << 32) + 7,
+                payload: b""
+            }))
+        );
+        // A repair reconstructed next to u64::MAX still parses; the decoder range-checks it.
+        let mut out = Vec::new();
+        let header = RepairHeader {
+            first: u64::MAX - 1,
+            count: 9,
+            coefficients: Coefficients::Key(1),
+        };
+        emit_repair(&mut out, &header, &[0u8; 64]);
+        assert_eq!(
+            Chunks::new(&out, 64, u64::MAX).next(),
+            Some(Ok(Chunk::Repair {
+                header,
+                data: &[0u8; 64]
+            }))
+        );
+    }
+
+    #[test]
     fn garbage_never_panics() {
         let mut x = 0x1234_5678u32;
         for len in 0..300 {
@@ -823,7 +913,8 @@ mod tests {
                     x as u8
                 })
                 .collect();
-            let _ = Chunks::new(&buf, 64).count();
+            let _ = Chunks::new(&buf, 64, 0).count();
+            let _ = Chunks::new(&buf, 64, u64::MAX).count();
             let _ = peek_conn_id(&buf);
             let _ = Initiate::parse(&buf);
             let _ = Accept::parse(&buf);
