@@ -5,12 +5,21 @@ use ctcp_proto::wire::{peek_conn_id, Accept, Chunks, DataHeader, Initiate, Reset
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
+    // A reference point for the truncated packet number and symbol ids, from the input's
+    // tail (so every value, the extremes included, is reachable).
+    let reference = data
+        .len()
+        .checked_sub(8)
+        .and_then(|at| data.get(at..))
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map_or(0, u64::from_le_bytes);
     let _ = peek_conn_id(data);
     let _ = Initiate::parse(data);
     let _ = Accept::parse(data);
     let _ = Reset::parse(data);
-    let _ = DataHeader::parse(data);
-    for c in Chunks::new(data, 1344) {
+    let _ = DataHeader::parse(data, None);
+    let _ = DataHeader::parse(data, Some(reference));
+    for c in Chunks::new(data, 1344, reference) {
         if c.is_err() {
             break;
         }

@@ -7,7 +7,7 @@
 
 use crate::cc::{new_controller, CcConfig, Controller};
 use crate::config::TransportConfig;
-use crate::crypto::{PacketKey, Psk, ReplayWindow};
+use crate::crypto::{open_data, PacketKey, Psk, ReplayWindow};
 use crate::estimate::loss::LossEstimator;
 use crate::estimate::reorder::ReorderEstimator;
 use crate::frame::{Frame, Frames, StreamId, Target};
@@ -624,21 +624,17 @@ impl Connection {
         if matches!(self.state, State::Drained) {
             return;
         }
-        let Ok(header) = DataHeader::parse(packet) else {
-            return;
-        };
         let Some(key) = self.rx_key.as_ref() else {
             return;
         };
-        if self.replay.check(header.pn).is_err() {
-            return;
-        }
-        let Ok(plain) = key.open(header.pn, packet, DATA_HEADER_LEN) else {
-            tracing::trace!(conn = self.conn_id, "dropping unauthenticated data packet");
-            return;
+        let (header, plain) = match open_data(key, &mut self.replay, packet) {
+            Ok(opened) => opened,
+            Err(e) => {
+                tracing::trace!(conn = self.conn_id, error = %e, "dropping data packet");
+                return;
+            }
         };
         let newest = self.ack.largest.is_none_or(|l| header.pn > l);
-        self.replay.insert(header.pn);
         if from != self.remote && newest {
             tracing::debug!(conn = self.conn_id, old = %self.remote, new = %from, "peer address changed");
             self.remote = from;
@@ -648,7 +644,8 @@ impl Connection {
         // Copy out: chunk processing borrows self mutably.
         let plain = plain.to_vec();
         let mut eliciting = false;
-        for chunk in Chunks::new(&plain, self.config.symbol_size) {
+        let expected_id = self.decoder.next_in_order();
+        for chunk in Chunks::new(&plain, self.config.symbol_size, expected_id) {
             let Ok(chunk) = chunk else {
                 tracing::debug!(
                     conn = self.conn_id,

@@ -4,10 +4,13 @@
 //! authenticated with HMAC-SHA256 under a key derived from the PSK; the ACCEPT's MAC also
 //! covers the client's random, binding the reply to the request. Session keys are
 //! `HKDF-SHA256(psk, client_random ‖ server_random)`, one AES-256-GCM key per direction.
-//! Every data packet is sealed with the nonce `0^4 ‖ pn` and the header as associated data,
-//! so a packet number is never reused under one key and a replay fails the window check.
+//! Every data packet is sealed with the nonce `0^4 ‖ pn` (the full 64-bit packet number,
+//! though the header carries only its low 32 bits) and the header as associated data, so a
+//! packet number is never reused under one key and a replay fails the window check.
 
-use crate::wire::{Accept, Initiate, Reset, MAC_LEN, RANDOM_LEN, TAG_LEN};
+use crate::wire::{
+    Accept, DataHeader, Initiate, Reset, DATA_HEADER_LEN, MAC_LEN, RANDOM_LEN, TAG_LEN,
+};
 use ring::{aead, hkdf, hmac};
 use thiserror::Error;
 
@@ -20,6 +23,9 @@ pub enum CryptoError {
     /// The packet number was already seen or is too old.
     #[error("replayed or too old packet number")]
     Replay,
+    /// The data packet header did not parse.
+    #[error("malformed data packet header")]
+    Malformed,
 }
 
 /// The pre-shared key with the MAC keys derived from it.
@@ -228,6 +234,12 @@ impl ReplayWindow {
         (&mut self.bits[idx / 64], 1u64 << (idx % 64))
     }
 
+    /// The largest packet number recorded, i.e. the largest that authenticated: the
+    /// reference for reconstructing truncated packet numbers.
+    pub fn largest(&self) -> Option<u64> {
+        self.largest
+    }
+
     /// Whether `pn` would be accepted (not yet seen and inside the window).
     pub fn check(&self, pn: u64) -> Result<(), CryptoError> {
         match self.largest {
@@ -267,10 +279,26 @@ impl ReplayWindow {
     }
 }
 
+/// The receive path of a DATA packet, in the order that keeps a forgery harmless: parse
+/// the header and reconstruct the full packet number from the largest one that
+/// *authenticated*, reject a replay, authenticate (the nonce is built from the full number,
+/// the associated data is the header as sent), and only then record the number. Returns
+/// the header, with the full packet number, and the plaintext range of `packet`.
+pub fn open_data<'a>(
+    key: &PacketKey,
+    replay: &mut ReplayWindow,
+    packet: &'a mut [u8],
+) -> Result<(DataHeader, &'a [u8]), CryptoError> {
+    let header = DataHeader::parse(packet, replay.largest()).map_err(|_| CryptoError::Malformed)?;
+    replay.check(header.pn)?;
+    let plain = key.open(header.pn, packet, DATA_HEADER_LEN)?;
+    replay.insert(header.pn);
+    Ok((header, plain))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{DataHeader, DATA_HEADER_LEN};
 
     #[test]
     fn handshake_macs_verify_and_bind() {
@@ -325,6 +353,69 @@ mod tests {
             c2s.open(9, &mut copy, DATA_HEADER_LEN).is_err(),
             "header is authenticated"
         );
+    }
+
+    #[test]
+    fn open_data_reconstructs_and_rejects_replays_and_forgeries() {
+        let psk = Psk::new(&[7u8; 32]).unwrap();
+        let (c2s, _) = psk.session_keys(&[1; 32], &[2; 32]);
+        let seal = |pn: u64| {
+            let mut pkt = Vec::new();
+            DataHeader { conn_id: 3, pn }.emit(&mut pkt);
+            pkt.extend_from_slice(&pn.to_le_bytes());
+            c2s.seal(pn, &mut pkt, DATA_HEADER_LEN);
+            pkt
+        };
+        let open = |w: &mut ReplayWindow, pkt: &[u8]| {
+            let mut copy = pkt.to_vec();
+            open_data(&c2s, w, &mut copy).map(|(h, plain)| {
+                assert_eq!(plain, h.pn.to_le_bytes(), "the plaintext of that number");
+                h.pn
+            })
+        };
+
+        let mut w = ReplayWindow::default();
+        assert_eq!(open(&mut w, &seal(0)), Ok(0));
+        assert_eq!(open(&mut w, &seal(2)), Ok(2));
+        assert_eq!(
+            open(&mut w, &seal(1)),
+            Ok(1),
+            "reordered, inside the window"
+        );
+        assert_eq!(open(&mut w, &seal(2)), Err(CryptoError::Replay));
+        assert_eq!(w.largest(), Some(2));
+
+        // A forgery far ahead does not authenticate, so it cannot move the reference.
+        let mut forged = seal(3);
+        forged[DATA_HEADER_LEN - 4..DATA_HEADER_LEN].copy_from_slice(&0x7fff_0000u32.to_le_bytes());
+        assert_eq!(open(&mut w, &forged), Err(CryptoError::BadAuth));
+        let mut forged = seal(3);
+        let n = forged.len();
+        forged[n - 1] ^= 1;
+        assert_eq!(open(&mut w, &forged), Err(CryptoError::BadAuth));
+        assert_eq!(w.largest(), Some(2));
+        assert_eq!(open(&mut w, &seal(3)), Ok(3), "the real one still opens");
+        assert_eq!(
+            open(&mut w, &seal(3)[..DATA_HEADER_LEN - 1]),
+            Err(CryptoError::Malformed)
+        );
+
+        // Across 2^32: the high half comes from the largest authenticated number.
+        let mut w = ReplayWindow::default();
+        w.insert(0xffff_fff0); // as if that packet had authenticated
+        assert_eq!(open(&mut w, &seal(0x1_0000_0002)), Ok(0x1_0000_0002));
+        assert_eq!(open(&mut w, &seal(0xffff_fff5)), Ok(0xffff_fff5), "late");
+        assert_eq!(open(&mut w, &seal(0x1_0000_0002)), Err(CryptoError::Replay));
+
+        // A packet captured 2^32 numbers ago has the same low bits as a fresh one: it is
+        // read as the fresh number, passes the window, and fails authentication because
+        // the nonce comes from all 64 bits.
+        let old = seal(5);
+        let mut w = ReplayWindow::default();
+        w.insert((1 << 32) + 3);
+        assert_eq!(open(&mut w, &old), Err(CryptoError::BadAuth));
+        assert_eq!(w.largest(), Some((1 << 32) + 3));
+        assert_eq!(open(&mut w, &seal((1 << 32) + 5)), Ok((1 << 32) + 5));
     }
 
     #[test]

@@ -235,8 +235,9 @@ impl Endpoint {
     }
 
     fn maybe_reset(&mut self, to: SocketAddr, conn_id: u64, incoming_len: usize) {
-        // Never amplify, and never answer a reset-sized packet (no reset loops).
-        if incoming_len <= wire::RESET_LEN + 8 || self.reset_tokens < 1.0 {
+        // Answer only DATA packets that carry something: never amplify, and never answer a
+        // reset-sized packet (no reset loops; RESET_LEN < MIN_DATA_LEN is asserted).
+        if incoming_len <= wire::MIN_DATA_LEN || self.reset_tokens < 1.0 {
             return;
         }
         self.reset_tokens -= 1.0;

@@ -28,17 +28,24 @@ pub const RANDOM_LEN: usize = 32;
 pub const MAC_LEN: usize = 16;
 /// Length of the AEAD tag appended to every data packet.
 pub const TAG_LEN: usize = 16;
-/// Length of a data packet header: type, connection id, packet number.
-pub const DATA_HEADER_LEN: usize = 1 + CONN_ID_LEN + 8;
+/// Length of the packet number in a DATA header: the low 32 bits of the transmission
+/// number (see [`expand_u32`]).
+pub const PN_LEN: usize = 4;
+/// Length of a data packet header: type, connection id, truncated packet number.
+pub const DATA_HEADER_LEN: usize = 1 + CONN_ID_LEN + PN_LEN;
 /// Length of an INITIATE packet.
 pub const INITIATE_LEN: usize = 1 + 1 + CONN_ID_LEN + RANDOM_LEN + 8 + MAC_LEN;
 /// Length of an ACCEPT packet; never larger than [`INITIATE_LEN`] (no amplification).
 pub const ACCEPT_LEN: usize = 1 + 1 + CONN_ID_LEN + RANDOM_LEN + MAC_LEN;
 /// Length of a stateless RESET packet; smaller than any data packet that can trigger it.
 pub const RESET_LEN: usize = 1 + CONN_ID_LEN + MAC_LEN;
+/// Length of the smallest possible DATA packet (header and tag around an empty payload).
+/// A stateless RESET answers only DATA packets longer than this, so it is always smaller
+/// than its trigger and never answers a RESET-sized datagram.
+pub const MIN_DATA_LEN: usize = DATA_HEADER_LEN + TAG_LEN;
 
 const _: () = assert!(ACCEPT_LEN <= INITIATE_LEN);
-const _: () = assert!(RESET_LEN < DATA_HEADER_LEN + TAG_LEN);
+const _: () = assert!(RESET_LEN < MIN_DATA_LEN);
 
 /// A malformed datagram or chunk. Callers drop the datagram; nothing here allocates state.
 #[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
@@ -156,6 +163,30 @@ pub fn varint_len(v: u64) -> usize {
         0x4000..=0x3fff_ffff => 4,
         _ => 8,
     }
+}
+
+/// Reconstructs a 64-bit number from its low 32 bits: of all values with those low bits,
+/// the one closest to `expected` (RFC 9000 §A.3 with a 32-bit window). Exact whenever the
+/// true value lies in `(expected − 2^31, expected + 2^31]`; never overflows.
+///
+/// Packet numbers use `expected = largest authenticated + 1`, symbol ids the receiver's
+/// decoder frontier (see [`Chunks::new`]).
+pub fn expand_u32(expected: u64, truncated: u32) -> u64 {
+    const WIN: u64 = 1 << 32;
+    const HALF: u64 = WIN / 2;
+    let candidate = (expected & !(WIN - 1)) | u64::from(truncated);
+    if candidate.checked_add(HALF).is_some_and(|c| c <= expected) && candidate <= u64::MAX - WIN {
+        candidate + WIN
+    } else if candidate > expected.saturating_add(HALF) && candidate >= WIN {
+        candidate - WIN
+    } else {
+        candidate
+    }
+}
+
+/// The low 32 bits of `v`, as carried on the wire (the truncation is the point).
+fn low32(v: u64) -> u32 {
+    (v & 0xffff_ffff) as u32
 }
 
 /// Client → server handshake request (sent in the clear, MAC'd with the PSK).
@@ -298,32 +329,40 @@ impl Reset {
     }
 }
 
-/// Header of a data packet; also the AEAD associated data.
+/// Header of a data packet; its bytes as sent are the AEAD associated data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DataHeader {
     /// The session.
     pub conn_id: u64,
-    /// Transmission number: unique per datagram sent in this direction; the AEAD nonce.
+    /// Transmission number: unique per datagram sent in this direction. The wire carries
+    /// its low 32 bits; the AEAD nonce is derived from all 64.
     pub pn: u64,
 }
 
 impl DataHeader {
-    /// Parses the header at the start of a data packet.
-    pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+    /// Parses the header at the start of a data packet and reconstructs the full packet
+    /// number as the one closest to `largest_pn + 1`, where `largest_pn` is the largest
+    /// packet number that *authenticated* in this direction so far (`None` before the
+    /// first), so a forged datagram cannot move the reference. The result is exact while
+    /// the sender stays within 2^31 of it, which any window of packets in flight does.
+    pub fn parse(buf: &[u8], largest_pn: Option<u64>) -> Result<Self, WireError> {
         let mut r = Reader::new(buf);
         if r.u8("type")? != TYPE_DATA {
             return Err(WireError::Invalid("data type"));
         }
+        let conn_id = r.u64("conn id")?;
+        let truncated = r.u32("packet number")?;
+        let expected = largest_pn.map_or(0, |l| l.saturating_add(1));
         Ok(DataHeader {
-            conn_id: r.u64("conn id")?,
-            pn: r.u64("packet number")?,
+            conn_id,
+            pn: expand_u32(expected, truncated),
         })
     }
-    /// Appends the header to `out`.
+    /// Appends the header to `out` ([`DATA_HEADER_LEN`] bytes, the low 32 bits of `pn`).
     pub fn emit(&self, out: &mut Vec<u8>) {
         out.push(TYPE_DATA);
         out.extend_from_slice(&self.conn_id.to_le_bytes());
-        out.extend_from_slice(&self.pn.to_le_bytes());
+        out.extend_from_slice(&low32(self.pn).to_le_bytes());
     }
 }
 
@@ -406,10 +445,13 @@ impl Ack {
     }
 }
 
-/// Encoded size of a SOURCE chunk header.
-pub const SOURCE_HEADER_LEN: usize = 1 + 8 + 2;
-/// Encoded size of a REPAIR chunk header in key form.
-pub const REPAIR_HEADER_LEN: usize = 1 + 8 + 2 + 1 + 2;
+/// Length of a symbol id in SOURCE and REPAIR chunks: its low 32 bits (see [`Chunks::new`]).
+pub const SYMBOL_ID_LEN: usize = 4;
+/// Encoded size of a SOURCE chunk header: type, truncated symbol id, length.
+pub const SOURCE_HEADER_LEN: usize = 1 + SYMBOL_ID_LEN + 2;
+/// Encoded size of a REPAIR chunk header in key form: type, truncated first id, count,
+/// coefficient form, key.
+pub const REPAIR_HEADER_LEN: usize = 1 + SYMBOL_ID_LEN + 2 + 1 + 2;
 
 /// Coefficient form byte: 16-bit RFC 8681 key.
 const COEF_KEY: u8 = 0;
@@ -446,19 +488,27 @@ pub enum Chunk<'a> {
     },
 }
 
-/// Iterates the chunks of a decrypted payload. `symbol_size` is the session's repair length.
+/// Iterates the chunks of a decrypted payload.
 #[derive(Debug)]
 pub struct Chunks<'a> {
     r: Reader<'a>,
     symbol_size: usize,
+    expected_id: SymbolId,
 }
 
 impl<'a> Chunks<'a> {
-    /// Starts iterating `payload`.
-    pub fn new(payload: &'a [u8], symbol_size: usize) -> Self {
+    /// Starts iterating `payload`. `symbol_size` is the session's repair length.
+    ///
+    /// SOURCE ids and REPAIR first ids carry their low 32 bits; each is reconstructed as
+    /// the id with those bits closest to `expected_id` ([`expand_u32`]). The receiver
+    /// passes its decoder's in-order frontier (every id below is known): every id a sender
+    /// can reference lies within its window of it, far inside the ±2^31 that decodes
+    /// exactly.
+    pub fn new(payload: &'a [u8], symbol_size: usize, expected_id: SymbolId) -> Self {
         Chunks {
             r: Reader::new(payload),
             symbol_size,
+            expected_id,
         }
     }
 }
@@ -482,7 +532,7 @@ impl<'a> Iterator for Chunks<'a> {
                 }
                 CHUNK_ACK => Ack::parse(&mut self.r).map(Chunk::Ack),
                 CHUNK_SOURCE => (|| {
-                    let id = self.r.u64("source id")?;
+                    let id = expand_u32(self.expected_id, self.r.u32("source id")?);
                     let len = self.r.u16("source len")? as usize;
                     if len + 2 > self.symbol_size {
                         return Err(WireError::Invalid("source length"));
@@ -493,7 +543,7 @@ impl<'a> Iterator for Chunks<'a> {
                     })
                 })(),
                 CHUNK_REPAIR => (|| {
-                    let first = self.r.u64("repair first")?;
+                    let first = expand_u32(self.expected_id, self.r.u32("repair first")?);
                     let count = self.r.u16("repair count")?;
                     if count == 0 {
                         return Err(WireError::Invalid("repair count"));
@@ -538,22 +588,22 @@ impl<'a> Iterator for Chunks<'a> {
     }
 }
 
-/// Appends a SOURCE chunk.
+/// Appends a SOURCE chunk (the low 32 bits of `id`; see [`Chunks::new`]).
 ///
 /// # Panics
 /// Panics if the payload exceeds 65535 bytes (the caller bounds it by the symbol size).
 pub fn emit_source(out: &mut Vec<u8>, id: SymbolId, payload: &[u8]) {
     let len = u16::try_from(payload.len()).unwrap_or_else(|_| panic!("source payload too long"));
     out.push(CHUNK_SOURCE);
-    out.extend_from_slice(&id.to_le_bytes());
+    out.extend_from_slice(&low32(id).to_le_bytes());
     out.extend_from_slice(&len.to_le_bytes());
     out.extend_from_slice(payload);
 }
 
-/// Appends a REPAIR chunk.
+/// Appends a REPAIR chunk (the low 32 bits of `header.first`; see [`Chunks::new`]).
 pub fn emit_repair(out: &mut Vec<u8>, header: &RepairHeader, data: &[u8]) {
     out.push(CHUNK_REPAIR);
-    out.extend_from_slice(&header.first.to_le_bytes());
+    out.extend_from_slice(&low32(header.first).to_le_bytes());
     out.extend_from_slice(&header.count.to_le_bytes());
     match &header.coefficients {
         Coefficients::Key(k) => {
@@ -606,6 +656,92 @@ mod tests {
         }
     }
 
+    /// xorshift64, for property loops without a dependency.
+    fn xorshift(x: &mut u64) -> u64 {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x
+    }
+
+    #[test]
+    fn expand_picks_the_closest_candidate() {
+        const W: u64 = 1 << 32;
+        const H: u64 = W / 2;
+        // RFC 9000 §A.3's example (largest 0xa82f30ea, 16 bits 0x9b32 → 0xa82f9b32), above
+        // a 32-bit window: scaled by 2^16, and with the window's worth of high bits set.
+        assert_eq!(
+            expand_u32(0xa82f_30ea_0000 + 1, 0x9b32_0000),
+            0xa82f_9b32_0000
+        );
+        assert_eq!(expand_u32(0x1_a82f_30ea + 1, 0xa82f_9b32), 0x1_a82f_9b32);
+        // Wrapping forwards over 2^32, and a late packet from before the wrap.
+        assert_eq!(expand_u32(0xffff_fff0 + 1, 5), 0x1_0000_0005);
+        assert_eq!(expand_u32(0x1_0000_0005 + 1, 0xffff_fff0), 0xffff_fff0);
+        // Just below, at and above the largest.
+        let l = 0x5_0000_1000u64;
+        for v in [l - 2, l - 1, l, l + 1, l + 2, l + 1000] {
+            assert_eq!(expand_u32(l + 1, low32(v)), v, "{v:#x}");
+        }
+        // The edges of the window (expected − 2^31, expected + 2^31].
+        let e = 0x7_1234_5678u64;
+        assert_eq!(expand_u32(e, low32(e + H)), e + H);
+        assert_eq!(expand_u32(e, low32(e - H + 1)), e - H + 1);
+        assert_eq!(expand_u32(e, low32(e - H)), e + H, "a tie resolves upwards");
+        // No candidate below 0 or above u64::MAX.
+        assert_eq!(expand_u32(0, 0xffff_ffff), 0xffff_ffff);
+        assert_eq!(expand_u32(3, 0x8000_0004), 0x8000_0004);
+        assert_eq!(expand_u32(u64::MAX, 0), 0xffff_ffff_0000_0000);
+        assert_eq!(expand_u32(u64::MAX - 2, 0xffff_ffff), u64::MAX);
+        assert_eq!(expand_u32(u64::MAX, 0x7fff_ffff), 0xffff_ffff_7fff_ffff);
+    }
+
+    #[test]
+    fn expand_is_exact_inside_the_window() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..100_000 {
+            let v = xorshift(&mut x) >> (xorshift(&mut x) % 64);
+            // An expected value within (v − 2^31, v + 2^31], i.e. v ∈ [e − 2^31 + 1, e + 2^31].
+            let d = (xorshift(&mut x) % (1 << 32)) as i64 - (1 << 31) + 1;
+            let e = v.wrapping_add_signed(-d);
+            if (d > 0 && e > v) || (d < 0 && e < v) {
+                continue; // wrapped around 0 or u64::MAX
+            }
+            assert_eq!(expand_u32(e, low32(v)), v, "v {v:#x} e {e:#x}");
+        }
+    }
+
+    #[test]
+    fn data_header_round_trip() {
+        for (pn, largest) in [
+            (0u64, None),
+            (3, None),
+            (7, Some(6)),
+            (5, Some(9)),
+            (0x1_0000_0003, Some(0xffff_fffe)),
+            (0xffff_fffe, Some(0x1_0000_0003)),
+            (0x1234_5678_9abc_def0, Some(0x1234_5678_9abc_de00)),
+        ] {
+            let h = DataHeader {
+                conn_id: 0x00c0_ffee,
+                pn,
+            };
+            let mut out = Vec::new();
+            h.emit(&mut out);
+            assert_eq!(out.len(), DATA_HEADER_LEN);
+            assert_eq!(DataHeader::parse(&out, largest).unwrap(), h);
+            assert_eq!(peek_conn_id(&out).unwrap(), (TYPE_DATA, 0x00c0_ffee));
+            assert!(DataHeader::parse(&out[..DATA_HEADER_LEN - 1], largest).is_err());
+        }
+        // The wire keeps 32 bits: a number 2^32 away from the reference is a different one.
+        let mut out = Vec::new();
+        DataHeader { conn_id: 1, pn: 5 }.emit(&mut out);
+        assert_eq!(
+            DataHeader::parse(&out, Some(1 << 32)).unwrap().pn,
+            (1 << 32) + 5
+        );
+    }
+
     #[test]
     fn handshake_round_trip_and_sizes() {
         let i = Initiate {
@@ -649,17 +785,22 @@ mod tests {
         ack.emit(&mut out);
         assert_eq!(out.len(), ACK_CHUNK_LEN);
         emit_source(&mut out, 42, b"hello");
+        assert_eq!(out.len(), ACK_CHUNK_LEN + SOURCE_HEADER_LEN + 5);
         let header = RepairHeader {
             first: 40,
             count: 3,
             coefficients: Coefficients::Key(77),
         };
         emit_repair(&mut out, &header, &[9u8; 64]);
+        assert_eq!(
+            out.len(),
+            ACK_CHUNK_LEN + SOURCE_HEADER_LEN + 5 + REPAIR_HEADER_LEN + 64
+        );
         emit_ping(&mut out);
         emit_close(&mut out, 3, "bye");
         out.push(CHUNK_PADDING);
         out.extend_from_slice(&[0; 10]);
-        let chunks: Vec<_> = Chunks::new(&out, 64).collect::<Result<_, _>>().unwrap();
+        let chunks: Vec<_> = Chunks::new(&out, 64, 41).collect::<Result<_, _>>().unwrap();
         assert_eq!(chunks.len(), 5);
         assert_eq!(chunks[0], Chunk::Ack(ack));
         assert_eq!(
@@ -687,6 +828,80 @@ mod tests {
     }
 
     #[test]
+    fn symbol_ids_round_trip_around_the_receiver_frontier() {
+        // (receiver's next_in_order, ids the sender may reference): its whole window either
+        // side, and across 2^32 in both directions.
+        let cases = [
+            (0u64, vec![0u64, 1, 8191]),
+            (5, vec![0, 4, 5, 6, 8200]),
+            (
+                0xffff_fff0,
+                vec![0xffff_e000, 0xffff_ffff, 0x1_0000_0000, 0x1_0000_1ff0],
+            ),
+            (
+                0x1_0000_0010,
+                vec![0xffff_f000, 0xffff_ffff, 0x1_0000_0000, 0x1_0000_2010],
+            ),
+            (
+                0x7_8000_0000,
+                vec![0x7_7fff_e000, 0x7_7fff_ffff, 0x7_8000_0000, 0x7_8000_2000],
+            ),
+        ];
+        for (frontier, ids) in cases {
+            for id in ids {
+                let header = RepairHeader {
+                    first: id,
+                    count: 2,
+                    coefficients: Coefficients::Explicit(vec![1, 2]),
+                };
+                let mut out = Vec::new();
+                emit_source(&mut out, id, b"x");
+                emit_repair(&mut out, &header, &[3u8; 64]);
+                let chunks: Vec<_> = Chunks::new(&out, 64, frontier)
+                    .collect::<Result<_, _>>()
+                    .unwrap();
+                assert_eq!(
+                    chunks,
+                    [
+                        Chunk::Source { id, payload: b"x" },
+                        Chunk::Repair {
+                            header,
+                            data: &[3u8; 64]
+                        }
+                    ],
+                    "frontier {frontier:#x} id {id:#x}"
+                );
+            }
+        }
+        // 32 bits on the wire: an id 2^32 away from the frontier reads as a nearer one.
+        let mut out = Vec::new();
+        emit_source(&mut out, 7, b"");
+        assert_eq!(out.len(), SOURCE_HEADER_LEN);
+        assert_eq!(
+            Chunks::new(&out, 64, 1 << 32).next(),
+            Some(Ok(Chunk::Source {
+                id: (1 << 32) + 7,
+                payload: b""
+            }))
+        );
+        // A repair reconstructed next to u64::MAX still parses; the decoder range-checks it.
+        let mut out = Vec::new();
+        let header = RepairHeader {
+            first: u64::MAX - 1,
+            count: 9,
+            coefficients: Coefficients::Key(1),
+        };
+        emit_repair(&mut out, &header, &[0u8; 64]);
+        assert_eq!(
+            Chunks::new(&out, 64, u64::MAX).next(),
+            Some(Ok(Chunk::Repair {
+                header,
+                data: &[0u8; 64]
+            }))
+        );
+    }
+
+    #[test]
     fn garbage_never_panics() {
         let mut x = 0x1234_5678u32;
         for len in 0..300 {
@@ -698,11 +913,13 @@ mod tests {
                     x as u8
                 })
                 .collect();
-            let _ = Chunks::new(&buf, 64).count();
+            let _ = Chunks::new(&buf, 64, 0).count();
+            let _ = Chunks::new(&buf, 64, u64::MAX).count();
             let _ = peek_conn_id(&buf);
             let _ = Initiate::parse(&buf);
             let _ = Accept::parse(&buf);
-            let _ = DataHeader::parse(&buf);
+            let _ = DataHeader::parse(&buf, None);
+            let _ = DataHeader::parse(&buf, Some(u64::MAX));
         }
     }
 }

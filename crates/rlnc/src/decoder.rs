@@ -123,6 +123,12 @@ impl Decoder {
         self.known[self.arena.index(id)]
     }
 
+    /// Every id below this is known: the reference point for ids the sender may still
+    /// reference (they lie within its window of it). Cheaper than [`Decoder::status`].
+    pub fn next_in_order(&self) -> SymbolId {
+        self.next_in_order
+    }
+
     /// Field multiply-adds performed so far, in symbol-sized units (zero on a clean path).
     pub fn field_ops(&self) -> u64 {
         self.field_ops

@@ -402,9 +402,11 @@ fn report(sim: &Sim, flow: FlowId, link: &LinkSpec, total: u64, start: Instant) 
 /// Fraction of link bytes that can be goodput (headers, tags and ACK chunks excluded):
 /// used so "90 % of the link" means 90 % of what a perfect sender could deliver.
 fn payload_fraction() -> f64 {
-    // Header 17 + source chunk header 11 + payload 1342 + AEAD tag 16 (no ACK rides on
-    // a bulk sender's data packets).
-    1342.0 / 1386.0
+    // DATA header + SOURCE chunk header + a full symbol's payload + AEAD tag (no ACK rides
+    // on a bulk sender's data packets).
+    use ctcp_proto::wire::{DATA_HEADER_LEN, SOURCE_HEADER_LEN, TAG_LEN};
+    let payload = TransportConfig::default().symbol_size - 2;
+    payload as f64 / (DATA_HEADER_LEN + SOURCE_HEADER_LEN + payload + TAG_LEN) as f64
 }
 
 /// p99 of per-byte (read time − write time − one-way delay), sampled at read boundaries.
