@@ -456,6 +456,24 @@ pub fn run_fairness(
     warmup: Duration,
     measure: Duration,
 ) -> Result<(f64, f64), SimError> {
+    run_fairness_offset(rate_bps, rtt, config, seed, warmup, measure, Duration::ZERO)
+}
+
+/// [`run_fairness`] with the Cubic flow starting `cubic_start` after the ctcp flow. With no
+/// random loss the run is deterministic, and the two sawtooths' phase decides much of the
+/// split; a few offsets sample that phase instead of reporting one arbitrary draw.
+///
+/// # Errors
+/// Fails if the simulation hits its step bound.
+pub fn run_fairness_offset(
+    rate_bps: u64,
+    rtt: Duration,
+    config: TransportConfig,
+    seed: Seed,
+    warmup: Duration,
+    measure: Duration,
+    cubic_start: Duration,
+) -> Result<(f64, f64), SimError> {
     let mut sim = Sim::with_seed(seed);
     let start = sim.now();
     let spec = LinkSpec::new(rate_bps, rtt);
@@ -470,7 +488,10 @@ pub fn run_fairness(
     let tx = CtcpPeer::sender(config.clone(), &psk, seed.0, start, huge);
     let rx = CtcpPeer::receiver(config, &psk, seed.0 ^ 1);
     let ctcp_flow = sim.add_flow(tx, rx, fwd_a, ret_a);
-    let (ttx, trx) = tcp_pair(TcpConfig::default());
+    let (ttx, trx) = tcp_pair(TcpConfig {
+        start_at: (!cubic_start.is_zero()).then_some(start + cubic_start),
+        ..TcpConfig::default()
+    });
     let tcp_flow = sim.add_flow(ttx, trx, fwd_b, ret_b);
     sim.set_step_limit(200_000_000);
     sim.run_until(start + warmup)?;

@@ -168,11 +168,11 @@ fn e_htcp_alpha_values() {
     assert_eq!(a(1.0), 1.0);
     assert!((a(2.0) - 11.25).abs() < 1e-9);
     assert!((a(5.0) - 45.0).abs() < 1e-9);
-    // Scaled by RTT/200 ms (floor 0.2, ceiling 1), capped at half the window per RTT.
+    // Scaled by RTT/300 ms (floor 0.2, ceiling 1), capped at half the window per RTT.
     assert!((growth::effective_alpha(1000.0, Duration::from_secs(5), 1.0) - 45.0).abs() < 1e-9);
     assert!((growth::effective_alpha(1000.0, Duration::from_secs(5), 0.4) - 18.0).abs() < 1e-9);
     assert_eq!(growth::alpha_scale(Duration::from_millis(20)), 0.2);
-    assert!((growth::alpha_scale(Duration::from_millis(100)) - 0.5).abs() < 1e-12);
+    assert!((growth::alpha_scale(Duration::from_millis(150)) - 0.5).abs() < 1e-12);
     assert_eq!(growth::alpha_scale(Duration::from_millis(500)), 1.0);
     assert!((growth::effective_alpha(20.0, Duration::from_secs(5), 1.0) - 10.0).abs() < 1e-9);
     // cwnd += α/cwnd per acked packet: a full window of ACKs adds ~α.
