@@ -71,7 +71,7 @@ fn main() -> anyhow::Result<()> {
     let seed_mix = args.seed_offset.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let mut rows = Vec::new();
     println!(
-        "{:<12} {:>6} {:>6} {:>10} {:>6} {:>6} {:>7} {:>6} {:>8} {:>8} {:>5}",
+        "{:<12} {:>6} {:>6} {:>10} {:>6} {:>6} {:>7} {:>6} {:>8} {:>8} {:>5} {:>7}",
         "scenario",
         "rtt",
         "loss",
@@ -82,7 +82,8 @@ fn main() -> anyhow::Result<()> {
         "wire",
         "p99ms",
         "t90s",
-        "ok"
+        "ok",
+        "effopen"
     );
     let mut run = |scenario: &str, rtt: u64, loss: f64, link: LinkSpec| -> anyhow::Result<()> {
         let seed = Seed((0x5eed ^ rtt ^ (loss * 1e4) as u64).wrapping_add(seed_mix));
@@ -96,9 +97,10 @@ fn main() -> anyhow::Result<()> {
             run_transfer(&link, cfg, total, seed, deadline).map_err(|e| anyhow::anyhow!("{e}"))?;
         let eff = r.goodput_bps / (RATE as f64 * (1.0 - loss));
         let eff_steady = r.steady_goodput_bps / (RATE as f64 * (1.0 - loss));
+        let eff_open = r.open_goodput_bps / (RATE as f64 * (1.0 - loss));
         let t90 = r.time_to_90pct.map(|d| d.as_secs_f64());
         println!(
-            "{:<12} {:>6} {:>6.3} {:>10.0} {:>6.3} {:>6.3} {:>7.3} {:>6.3} {:>8.1} {:>8} {:>5}",
+            "{:<12} {:>6} {:>6.3} {:>10.0} {:>6.3} {:>6.3} {:>7.3} {:>6.3} {:>8.1} {:>8} {:>5} {:>7.3}",
             scenario,
             rtt,
             loss,
@@ -109,11 +111,12 @@ fn main() -> anyhow::Result<()> {
             r.wire_per_goodput,
             r.p99_extra_delay_ms,
             t90.map_or("-".into(), |t| format!("{t:.2}")),
-            r.bytes_ok
+            r.bytes_ok,
+            eff_open
         );
         rows.push(json!({
             "scenario": scenario, "rtt_ms": rtt, "loss": loss, "goodput_bps": r.goodput_bps,
-            "efficiency": eff, "efficiency_steady": eff_steady, "repair_overhead": r.repair_overhead, "wire_per_goodput": r.wire_per_goodput,
+            "efficiency": eff, "efficiency_from_open": eff_open, "efficiency_steady": eff_steady, "repair_overhead": r.repair_overhead, "wire_per_goodput": r.wire_per_goodput,
             "bytes_ok": r.bytes_ok, "jain": null, "p99_extra_delay_ms": r.p99_extra_delay_ms, "p99_write_to_read_ms": r.p99_write_to_read_ms,
             "time_to_90pct_s": t90, "seed": seed.0,
         }));

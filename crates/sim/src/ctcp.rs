@@ -285,6 +285,9 @@ pub struct TransferReport {
     pub duration: Duration,
     /// Goodput in bit/s over `duration`.
     pub goodput_bps: f64,
+    /// Goodput from the stream's first write (the session handshake excluded: the proxies
+    /// keep one session for many streams) to the last byte delivered, bit/s.
+    pub open_goodput_bps: f64,
     /// Repair bytes sent / source bytes sent (sender side).
     pub repair_overhead: f64,
     /// Bytes the sender put on the link per goodput byte.
@@ -378,6 +381,14 @@ fn report(sim: &Sim, flow: FlowId, link: &LinkSpec, total: u64, start: Instant) 
         }
         _ => goodput_bps,
     };
+    let opened = tx
+        .and_then(|t| t.writes.first().map(|&(at, _)| at))
+        .unwrap_or(start);
+    let open_goodput_bps = d.bytes_ok as f64 * 8.0
+        / end
+            .saturating_duration_since(opened)
+            .as_secs_f64()
+            .max(1e-9);
     let p99_extra_delay_ms = tx.map_or(0.0, |t| {
         p99_delay(&t.first_sent, &d.progress, link.one_way_delay)
     });
@@ -389,6 +400,7 @@ fn report(sim: &Sim, flow: FlowId, link: &LinkSpec, total: u64, start: Instant) 
         bytes_ok: d.bytes_ok == total && d.bytes_bad == 0 && d.finished,
         duration,
         goodput_bps,
+        open_goodput_bps,
         repair_overhead,
         wire_per_goodput,
         time_to_90pct,
