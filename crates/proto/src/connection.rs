@@ -285,6 +285,17 @@ impl AckState {
 /// of losses at the rates the thresholds matter for; the oldest are forgotten first.
 const RECENT_LOST: usize = 256;
 
+/// Packets in flight sent after a given packet number (see `Connection::sent_after`).
+#[derive(Debug, Clone, Copy, Default)]
+struct InFlightAfter {
+    /// Repairs owed for declared losses or a reported deficit.
+    reactive: u32,
+    /// Proactive and tail repairs.
+    speculative: u32,
+    /// Source symbols.
+    sources: u32,
+}
+
 /// Why a repair is sent: it decides what the repair's loss owes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum RepairOrigin {
@@ -944,14 +955,16 @@ impl Connection {
         self.detect_lost(now);
         // Reactive repair: the receiver's deficit, minus repairs already on their way
         // (sent after the newest packet this ACK reflects), bounds what declared losses
-        // may ask for. Proactive repairs in flight thus cancel reactive ones.
-        // In flight after this ACK: repairs arrive with probability 1-p, but the sources
-        // beside them lose p of their own; only the surplus covers today's deficit.
-        let (repairs, sources, first_src_after) = self.sent_after(ack.largest_pn);
+        // may ask for. Reactive repairs in flight were sent for losses this deficit already
+        // counts (each arrives with probability 1-p); proactive and tail repairs were sized
+        // for the expected losses of the sources beside them (s·p), which will be declared
+        // and owed on their own, so only what they carry beyond that covers the deficit.
+        let (in_flight, first_src_after) = self.sent_after(ack.largest_pn);
         let p = self.loss.p();
-        let surplus = (repairs as f64 * (1.0 - p) - sources as f64 * p)
-            .max(0.0)
-            .floor() as u32;
+        let speculative = (f64::from(in_flight.speculative) * (1.0 - p)
+            - f64::from(in_flight.sources) * p)
+            .max(0.0);
+        let surplus = (f64::from(in_flight.reactive) * (1.0 - p) + speculative).floor() as u32;
         // The peer's deficit cannot count symbols it never saw (a lost tail): sources sent
         // no later than this ACK's packet that the peer has not seen are owed too.
         let unseen = first_src_after
@@ -964,29 +977,39 @@ impl Connection {
         // what they leave uncovered, rather than subtracting them a second time.
         self.repair_debt = self.repair_debt.min(cap.saturating_sub(surplus));
         // Safety net: the receiver lacks symbols and no repair is on its way.
-        if ack.deficit > 0 && self.repair_debt == 0 && repairs == 0 && !self.repairs_in_flight() {
+        if ack.deficit > 0
+            && self.repair_debt == 0
+            && in_flight.reactive + in_flight.speculative == 0
+            && !self.repairs_in_flight()
+        {
             self.repair_debt = ack.deficit;
             self.reactive_end = self.encoder.next_id();
         }
         self.trim_sent();
     }
 
-    /// Among packets sent after `pn`: (repairs in flight, sources in flight, the first
-    /// source symbol).
-    fn sent_after(&self, pn: u64) -> (u32, u32, Option<SymbolId>) {
+    /// Among packets sent after `pn`: what is in flight, and the first source symbol.
+    fn sent_after(&self, pn: u64) -> (InFlightAfter, Option<SymbolId>) {
         let from = (pn + 1).saturating_sub(self.sent_base) as usize;
-        let (mut r, mut s, mut first) = (0, 0, None);
+        let mut n = InFlightAfter::default();
+        let mut first = None;
         for p in self.sent.iter().skip(from) {
             match p.kind {
-                SentKind::Repair { .. } if p.in_flight => r += 1,
+                SentKind::Repair { reactive, .. } if p.in_flight => {
+                    if reactive {
+                        n.reactive += 1;
+                    } else {
+                        n.speculative += 1;
+                    }
+                }
                 SentKind::Source(id) => {
-                    s += u32::from(p.in_flight);
+                    n.sources += u32::from(p.in_flight);
                     first.get_or_insert(id);
                 }
                 _ => {}
             }
         }
-        (r, s, first)
+        (n, first)
     }
 
     fn repairs_in_flight(&self) -> bool {
