@@ -31,7 +31,11 @@ fn main() {
     let mut sim = Sim::with_seed(Seed(seed));
     let start = sim.now();
     let (f, r) = sim.add_link(&link);
-    let cfg = TransportConfig::default();
+    // The sweep's configuration (a 64 KiB send buffer), so a sweep cell replays exactly.
+    let cfg = TransportConfig {
+        stream_send_buffer: 64 << 10,
+        ..TransportConfig::default()
+    };
     let tx = CtcpPeer::sender(cfg.clone(), &[7; 32], seed, start, (mb * 1e6) as u64);
     let rx = CtcpPeer::receiver(cfg, &[7; 32], seed ^ 0xdead_beef);
     let flow = sim.add_flow(tx, rx, f, r);
