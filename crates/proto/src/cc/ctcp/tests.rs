@@ -453,17 +453,24 @@ fn startup_no_jump_without_dispersion() {
     assert_eq!(c.window(), 32);
 }
 
-#[test]
-fn startup_train_rearms_after_an_application_limited_flight() {
-    // A proxy session: the first flights are a packet or two (OPEN, its result, a
-    // request), acknowledged before the bulk reply starts from an empty pipe.
+/// Two packets sent at `t0` on a 500 ms path, `acked` of them acknowledged one RTT later
+/// (the rest still in flight): an application-limited first flight.
+fn after_short_flight(acked: u64) -> (Ctcp, RttEstimator, Instant) {
     let mut c = Ctcp::new(CcConfig::default());
     let mut rtt = RttEstimator::new(ms(100));
     let t0 = base();
     c.on_sent(t0, 1, 1);
     c.on_sent(t0 + ms(1), 1, 2);
     rtt.update(t0 + ms(501), ms(500), Duration::ZERO);
-    c.on_ack(t0 + ms(501), 2, 0, &rtt);
+    c.on_ack(t0 + ms(501), acked, 2 - acked, &rtt);
+    (c, rtt, t0)
+}
+
+#[test]
+fn startup_train_rearms_after_an_application_limited_flight() {
+    // A proxy session: the first flights are a packet or two (OPEN, its result, a
+    // request), acknowledged before the bulk reply starts from an empty pipe.
+    let (c, rtt, t0) = after_short_flight(2);
     assert_eq!(c.startup_rate(), None);
     // The reply: a full first flight, dispersed by a 900 packet/s bottleneck.
     let (c, _, _) = startup_from(c, rtt, t0 + ms(1000), 32, 900.0, ms(500), None, false);
@@ -478,13 +485,7 @@ fn startup_train_rearms_after_an_application_limited_flight() {
 fn startup_train_does_not_rearm_while_packets_are_in_flight() {
     // The short flight is still unacknowledged when the bulk data starts: its ACK would
     // be read as the train's, so no new train starts until the pipe is empty.
-    let mut c = Ctcp::new(CcConfig::default());
-    let mut rtt = RttEstimator::new(ms(100));
-    let t0 = base();
-    c.on_sent(t0, 1, 1);
-    c.on_sent(t0 + ms(1), 1, 2);
-    rtt.update(t0 + ms(501), ms(500), Duration::ZERO);
-    c.on_ack(t0 + ms(501), 1, 1, &rtt);
+    let (mut c, _, t0) = after_short_flight(1);
     c.on_sent(t0 + ms(600), 1, 2);
     assert!(!c.probe.sending_train());
 }
