@@ -869,8 +869,8 @@ impl Connection {
         let mut mark = |this: &mut Self, pn: u64| {
             if pn < this.sent_base {
                 // Declared lost and trimmed, yet acknowledged: it was only late.
-                if let Some(i) = this.recent_lost.iter().rposition(|&(n, _)| n == pn) {
-                    let (_, sent_time) = this.recent_lost.remove(i).unwrap_or((pn, now));
+                let found = this.recent_lost.iter().rposition(|&(n, _)| n == pn);
+                if let Some((_, sent_time)) = found.and_then(|i| this.recent_lost.remove(i)) {
                     if let Some(prev) = prev_largest.filter(|&l| pn < l) {
                         let late_by = now
                             .saturating_duration_since(sent_time)
@@ -1390,12 +1390,6 @@ impl Connection {
         self.transmit(buf)
     }
 
-    /// Tail repairs for the flight now out: enough that, with the repairs already in
-    /// flight, the flight's expected source losses plus two standard deviations arrive
-    /// despite the loss rate: `⌈(λ + 2√λ)/(1−p)⌉ − repairs in flight`, `λ = p × sources
-    /// in flight`. Zero on a loss-free path. Why: at the end of a burst a loss the
-    /// proactive repairs did not cover waits a round trip for the ACK that reports it and
-    /// another for the repair; at 500 ms that is about a second on a 20 MB transfer.
     /// Loss rate for tail repairs: our direction's estimate, or the peer-to-us loss rate
     /// if that is higher. Why: a receiver sends only a few control symbols (flow-control
     /// credit), too few for its own estimate, and losing one stalls the sender; at 600 ms
@@ -1409,6 +1403,12 @@ impl Connection {
         self.loss.p().max(incoming.clamp(0.0, 0.5))
     }
 
+    /// Tail repairs for the flight now out: enough that, with the repairs already in
+    /// flight, the flight's expected source losses plus two standard deviations arrive
+    /// despite the loss rate: `⌈(λ + 2√λ)/(1−p)⌉ − repairs in flight`, `λ = p × sources
+    /// in flight`. Zero on a loss-free path. Why: at the end of a burst a loss the
+    /// proactive repairs did not cover waits a round trip for the ACK that reports it and
+    /// another for the repair; at 500 ms that is about a second on a 20 MB transfer.
     fn tail_budget(&self) -> u32 {
         let p = self.tail_loss();
         if p <= 0.0 {
