@@ -319,11 +319,10 @@ pub struct Connection {
     tx_key: Option<PacketKey>,
     rx_key: Option<PacketKey>,
     replay: ReplayWindow,
-    /// Authenticated data packets received, and the highest packet number among them: the
-    /// peer-to-us loss rate, a prior for our own direction when we send too little to
-    /// measure it (see [`Connection::tail_loss`]).
+    /// Authenticated data packets received; with the highest of their numbers
+    /// (`ack.largest`), the peer-to-us loss rate, a prior for our own direction when we
+    /// send too little to measure it (see [`Connection::tail_loss`]).
     rx_packets: u64,
-    rx_highest_pn: Option<u64>,
     created: Instant,
 
     // Sending.
@@ -345,9 +344,9 @@ pub struct Connection {
     redundancy: RedundancyPolicy,
     repair_credit: f64,
     /// Tail repairs still to send while the sender has no new source to send (see
-    /// [`Connection::tail_budget`]); set once per idle spell, cleared by the next source.
-    tail_repairs: u32,
-    tail_armed: bool,
+    /// [`Connection::tail_budget`]): set once per idle spell, `None` again after the next
+    /// source.
+    tail_repairs: Option<u32>,
     repair_debt: u32,
     /// End (exclusive) of the range reactive repairs cover: one past the newest symbol
     /// known to be missing at the peer. Reactive repairs stop there instead of spanning
@@ -496,7 +495,6 @@ impl Connection {
             rx_key,
             replay: ReplayWindow::default(),
             rx_packets: 0,
-            rx_highest_pn: None,
             created: now,
             next_pn: 0,
             sent_base: 0,
@@ -513,8 +511,7 @@ impl Connection {
             last_round: None,
             redundancy: RedundancyPolicy::default(),
             repair_credit: 0.0,
-            tail_repairs: 0,
-            tail_armed: false,
+            tail_repairs: None,
             repair_debt: 0,
             reactive_end: 0,
             peer_next_in_order: 0,
@@ -719,7 +716,6 @@ impl Connection {
             return;
         }
         self.rx_packets += 1;
-        self.rx_highest_pn = Some(self.rx_highest_pn.map_or(header.pn, |h| h.max(header.pn)));
         self.ack.on_packet(header.pn, now, eliciting);
         if self.ack.pending && self.ack.deadline.is_none() {
             let delay = self.config.max_ack_delay.min(self.rtt.srtt() / 4);
@@ -865,18 +861,21 @@ impl Connection {
         let prev_largest = self.largest_acked;
         let min_rtt = self.rtt.min_rtt();
         let mut late: Vec<(u64, Duration)> = Vec::new();
+        // Acknowledged after a later packet: it arrived out of order, by this many
+        // packets and this long.
+        let late_arrival = |pn: u64, sent: Instant| {
+            prev_largest.filter(|&l| pn < l).map(|prev| {
+                let late_by = now.saturating_duration_since(sent).saturating_sub(min_rtt);
+                (prev - pn, late_by)
+            })
+        };
         let mut largest_newly_acked: Option<(u64, Instant, bool)> = None;
         let mut mark = |this: &mut Self, pn: u64| {
             if pn < this.sent_base {
                 // Declared lost and trimmed, yet acknowledged: it was only late.
                 let found = this.recent_lost.iter().rposition(|&(n, _)| n == pn);
                 if let Some((_, sent_time)) = found.and_then(|i| this.recent_lost.remove(i)) {
-                    if let Some(prev) = prev_largest.filter(|&l| pn < l) {
-                        let late_by = now
-                            .saturating_duration_since(sent_time)
-                            .saturating_sub(min_rtt);
-                        late.push((prev - pn, late_by));
-                    }
+                    late.extend(late_arrival(pn, sent_time));
                 }
                 return;
             }
@@ -888,13 +887,7 @@ impl Connection {
             }
             p.acked = true;
             p.delivered = true;
-            if let Some(prev) = prev_largest.filter(|&l| pn < l) {
-                // Acknowledged after a later packet: it arrived out of order.
-                let late_by = now
-                    .saturating_duration_since(p.time)
-                    .saturating_sub(min_rtt);
-                late.push((prev - pn, late_by));
-            }
+            late.extend(late_arrival(pn, p.time));
             if p.lost {
                 // Spurious loss: it was only late. Reordering, not congestion.
                 return;
@@ -999,7 +992,12 @@ impl Connection {
 
     /// Among packets sent after `pn`: what is in flight, and the first source symbol.
     fn sent_after(&self, pn: u64) -> (InFlightAfter, Option<SymbolId>) {
-        let from = (pn + 1).saturating_sub(self.sent_base) as usize;
+        self.in_flight_from((pn + 1).saturating_sub(self.sent_base) as usize)
+    }
+
+    /// From the `from`-th entry of the sent log on: what is in flight, and the first
+    /// source symbol.
+    fn in_flight_from(&self, from: usize) -> (InFlightAfter, Option<SymbolId>) {
         let mut n = InFlightAfter::default();
         let mut first = None;
         for p in self.sent.iter().skip(from) {
@@ -1278,7 +1276,12 @@ impl Connection {
 
         let have_unacked = !self.encoder.is_empty();
         if can_send && have_unacked && (self.repair_debt > 0 || self.repair_credit >= 1.0) {
-            return Some(self.send_repair(now, buf));
+            let origin = if self.repair_debt > 0 {
+                RepairOrigin::Debt
+            } else {
+                RepairOrigin::Credit
+            };
+            return Some(self.send_repair(now, buf, origin));
         }
         if can_send && !self.encoder.is_full() && self.build_payload() {
             return Some(self.send_source(now, buf));
@@ -1287,13 +1290,13 @@ impl Connection {
             // Nothing new to send (the application paused or finished, or flow control or
             // the coding window holds it): the link would idle until the ACKs come back,
             // so cover the flight's likely losses now instead of a round trip later.
-            if !self.tail_armed {
-                self.tail_armed = true;
-                self.tail_repairs = self.tail_budget();
-            }
-            if self.tail_repairs > 0 {
-                self.tail_repairs -= 1;
-                return Some(self.send_repair_as(now, buf, RepairOrigin::Tail));
+            let budget = match self.tail_repairs {
+                Some(left) => left,
+                None => self.tail_budget(),
+            };
+            self.tail_repairs = Some(budget.saturating_sub(1));
+            if budget > 0 {
+                return Some(self.send_repair(now, buf, RepairOrigin::Tail));
             }
         }
         if self.ping_pending {
@@ -1396,7 +1399,7 @@ impl Connection {
     /// and 30 % loss one lost credit update, then its probes, idled a 20 MB transfer for
     /// 9 s in the simulator. The incoming rate needs 64 packets to count.
     fn tail_loss(&self) -> f64 {
-        let incoming = match self.rx_highest_pn {
+        let incoming = match self.ack.largest {
             Some(h) if self.rx_packets >= 64 => 1.0 - self.rx_packets as f64 / (h + 1) as f64,
             _ => 0.0,
         };
@@ -1414,35 +1417,15 @@ impl Connection {
         if p <= 0.0 {
             return 0;
         }
-        let (mut sources, mut repairs) = (0u32, 0u32);
-        for pkt in self.sent.iter().filter(|pkt| pkt.in_flight) {
-            match pkt.kind {
-                SentKind::Source(_) => sources += 1,
-                SentKind::Repair { .. } => repairs += 1,
-                SentKind::Control => {}
-            }
-        }
+        let (n, _) = self.in_flight_from(0);
+        let (sources, repairs) = (n.sources, n.reactive + n.speculative);
         let lambda = p * f64::from(sources);
         let need = ((lambda + 2.0 * lambda.sqrt()) / (1.0 - p).max(0.05)).ceil();
         let budget = (need - f64::from(repairs)).clamp(0.0, f64::from(sources));
         budget as u32
     }
 
-    fn send_repair(&mut self, now: Instant, buf: &mut Vec<u8>) -> Transmit {
-        let origin = if self.repair_debt > 0 {
-            RepairOrigin::Debt
-        } else {
-            RepairOrigin::Credit
-        };
-        self.send_repair_as(now, buf, origin)
-    }
-
-    fn send_repair_as(
-        &mut self,
-        now: Instant,
-        buf: &mut Vec<u8>,
-        origin: RepairOrigin,
-    ) -> Transmit {
+    fn send_repair(&mut self, now: Instant, buf: &mut Vec<u8>, origin: RepairOrigin) -> Transmit {
         let first = self.encoder.first_id();
         let next = self.encoder.next_id();
         // Reactive repairs end after the newest symbol known to be missing; proactive ones
@@ -1498,8 +1481,7 @@ impl Connection {
         self.stats.source_sent += 1;
         self.stats.source_bytes_sent += payload.len() as u64;
         self.payload = payload;
-        self.tail_armed = false;
-        self.tail_repairs = 0;
+        self.tail_repairs = None;
         self.repair_credit += self.current_repair_ratio();
         // Bound the credit so a long idle period does not bank a burst of repairs.
         self.repair_credit = self.repair_credit.min(8.0);
