@@ -15,6 +15,17 @@ pub use ctcp::Ctcp;
 pub use cubic::Cubic;
 pub use new_reno::NewReno;
 
+/// The pacing gain of a phase: [`crate::pacer::SLOW_START_GAIN`] in slow start,
+/// [`crate::pacer::CONGESTION_AVOIDANCE_GAIN`] after (the default of
+/// [`Controller::pacing_gain`]).
+pub fn phase_pacing_gain(slow_start: bool) -> f64 {
+    if slow_start {
+        crate::pacer::SLOW_START_GAIN
+    } else {
+        crate::pacer::CONGESTION_AVOIDANCE_GAIN
+    }
+}
+
 /// A congestion controller. Methods take `now` (sans-IO) and counts in packets.
 pub trait Controller: std::fmt::Debug + Send {
     /// `packets` were sent at `now`; `in_flight` is the count in flight after the send.
@@ -42,11 +53,7 @@ pub trait Controller: std::fmt::Debug + Send {
     /// e.g. to send its first flight as a fast packet train.
     fn pacing_gain(&self, srtt: Duration) -> f64 {
         let _ = srtt;
-        if self.in_slow_start() {
-            crate::pacer::SLOW_START_GAIN
-        } else {
-            crate::pacer::CONGESTION_AVOIDANCE_GAIN
-        }
+        phase_pacing_gain(self.in_slow_start())
     }
     /// Short name for logs and stats.
     fn name(&self) -> &'static str;

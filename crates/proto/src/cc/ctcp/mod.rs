@@ -287,10 +287,8 @@ impl Controller for Ctcp {
             probe::train_gain(srtt, ss)
         } else if let Some((rate, _)) = self.jump_round.filter(|_| self.phase == Phase::SlowStart) {
             (rate * srtt.as_secs_f64() / self.cwnd.max(1.0)).clamp(1.0, ss)
-        } else if self.phase == Phase::SlowStart {
-            crate::pacer::SLOW_START_GAIN
         } else {
-            crate::pacer::CONGESTION_AVOIDANCE_GAIN
+            super::phase_pacing_gain(self.phase == Phase::SlowStart)
         }
     }
 

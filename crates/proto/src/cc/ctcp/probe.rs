@@ -240,21 +240,7 @@ impl Probe {
                 };
                 None
             }
-            State::Measuring {
-                horizon,
-                resolved,
-                delivered,
-                last_ack,
-                ..
-            } => {
-                if now >= *horizon {
-                    return self.finish();
-                }
-                *resolved += acked;
-                *delivered += acked;
-                *last_ack = now;
-                self.finish_if_resolved()
-            }
+            State::Measuring { .. } => self.resolve(now, acked, true),
             State::Done { .. } => None,
         }
     }
@@ -262,26 +248,35 @@ impl Probe {
     /// `lost` packets declared lost at `now`. Only losses found by an ACK of the train
     /// (same instant) count as delivered: a hole behind a delivered packet.
     pub(super) fn on_loss(&mut self, now: Instant, lost: u64) -> Option<Estimate> {
-        match &mut self.state {
-            State::Measuring {
-                first_ack,
-                horizon,
-                resolved,
-                delivered,
-                last_ack,
-                ..
-            } => {
-                if now >= *horizon {
-                    return self.finish();
-                }
-                *resolved += lost;
-                if now == *last_ack && now > *first_ack {
-                    *delivered += lost;
-                }
-                self.finish_if_resolved()
-            }
-            State::Train { .. } | State::Done { .. } => None,
+        self.resolve(now, lost, false)
+    }
+
+    /// While measuring: `n` more of the train's packets resolved at `now`, acknowledged
+    /// (`acked`) or declared lost. Acknowledged ones were delivered; lost ones count as
+    /// delivered only when an ACK of the train after the first found them at that instant.
+    fn resolve(&mut self, now: Instant, n: u64, acked: bool) -> Option<Estimate> {
+        let State::Measuring {
+            first_ack,
+            horizon,
+            resolved,
+            delivered,
+            last_ack,
+            ..
+        } = &mut self.state
+        else {
+            return None;
+        };
+        if now >= *horizon {
+            return self.finish();
         }
+        *resolved += n;
+        if acked || (now == *last_ack && now > *first_ack) {
+            *delivered += n;
+        }
+        if acked {
+            *last_ack = now;
+        }
+        self.finish_if_resolved()
     }
 
     fn finish_if_resolved(&mut self) -> Option<Estimate> {
