@@ -8,7 +8,7 @@
 
 use anyhow::Context;
 use ctcp_proto::TransportConfig;
-use ctcp_sim::ctcp::{run_fairness_offset, run_transfer};
+use ctcp_sim::ctcp::{run_fairness_phases, run_transfer};
 use ctcp_sim::{jain, LinkSpec, LossModel, Seed};
 use serde_json::json;
 use std::io::Write;
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 const RATE: u64 = 10_000_000;
 /// Fairness runs per RTT, the Cubic flow starting 250 ms later in each.
-const FAIRNESS_OFFSETS: u64 = 4;
+const FAIRNESS_PHASES: u32 = 4;
 
 struct Args {
     rtts: Vec<u64>,
@@ -148,20 +148,19 @@ fn main() -> anyhow::Result<()> {
         // run's split by several points of Jain; the row reports the mean of the four
         // runs' goodputs and Jain indices, and the worst.
         for rtt in [20u64, 100] {
-            let mut runs = Vec::new();
-            for k in 0..FAIRNESS_OFFSETS {
-                let (a, b) = run_fairness_offset(
-                    5_000_000,
-                    Duration::from_millis(rtt),
-                    TransportConfig::default(),
-                    Seed((7 + rtt).wrapping_add(seed_mix)),
-                    Duration::from_secs(30),
-                    Duration::from_secs(90),
-                    Duration::from_millis(250 * k),
-                )
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-                runs.push((a, b, jain(&[a, b])));
-            }
+            let runs: Vec<(f64, f64, f64)> = run_fairness_phases(
+                5_000_000,
+                Duration::from_millis(rtt),
+                &TransportConfig::default(),
+                Seed((7 + rtt).wrapping_add(seed_mix)),
+                Duration::from_secs(30),
+                Duration::from_secs(90),
+                FAIRNESS_PHASES,
+            )
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .into_iter()
+            .map(|(a, b)| (a, b, jain(&[a, b])))
+            .collect();
             let n = runs.len() as f64;
             let a = runs.iter().map(|r| r.0).sum::<f64>() / n;
             let b = runs.iter().map(|r| r.1).sum::<f64>() / n;

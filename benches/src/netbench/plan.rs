@@ -143,14 +143,6 @@ pub struct Filter {
 }
 
 impl Filter {
-    /// Whether the filter keeps everything.
-    pub fn is_empty(&self) -> bool {
-        self.rtts.is_empty()
-            && self.losses.is_empty()
-            && self.systems.is_empty()
-            && !self.no_fairness
-    }
-
     /// `plan` without the cells, jobs and fairness run the filter drops.
     pub fn apply(&self, mut plan: Plan) -> Plan {
         let keep_cell = |c: &Cell| {

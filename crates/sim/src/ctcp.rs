@@ -471,6 +471,31 @@ pub fn run_fairness(
     run_fairness_offset(rate_bps, rtt, config, seed, warmup, measure, Duration::ZERO)
 }
 
+/// Spacing of the Cubic flow's start phases in [`run_fairness_phases`].
+pub const FAIRNESS_PHASE_STEP: Duration = Duration::from_millis(250);
+
+/// [`run_fairness_offset`] once per phase, the Cubic flow starting `k ×`
+/// [`FAIRNESS_PHASE_STEP`] after ctcp in run `k`; returns each run's goodputs (bit/s).
+///
+/// # Errors
+/// Fails if a simulation hits its step bound.
+pub fn run_fairness_phases(
+    rate_bps: u64,
+    rtt: Duration,
+    config: &TransportConfig,
+    seed: Seed,
+    warmup: Duration,
+    measure: Duration,
+    phases: u32,
+) -> Result<Vec<(f64, f64)>, SimError> {
+    (0..phases)
+        .map(|k| {
+            let start = FAIRNESS_PHASE_STEP * k;
+            run_fairness_offset(rate_bps, rtt, config.clone(), seed, warmup, measure, start)
+        })
+        .collect()
+}
+
 /// [`run_fairness`] with the Cubic flow starting `cubic_start` after the ctcp flow. With no
 /// random loss the run is deterministic, and the two sawtooths' phase decides much of the
 /// split; a few offsets sample that phase instead of reporting one arbitrary draw.

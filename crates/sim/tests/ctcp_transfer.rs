@@ -3,7 +3,7 @@
 //! (`cargo run --release -p ctcp-benches --bin sim-sweep`).
 
 use ctcp_proto::TransportConfig;
-use ctcp_sim::ctcp::{run_fairness, run_fairness_offset, run_transfer};
+use ctcp_sim::ctcp::{run_fairness, run_fairness_phases, run_transfer};
 use ctcp_sim::{jain, LinkSpec, LossModel, Seed};
 use std::time::Duration;
 
@@ -130,20 +130,20 @@ fn shares_a_bottleneck_fairly_with_cubic() {
 /// measured 0.995, worst phase 0.982).
 #[test]
 fn shares_a_100ms_bottleneck_fairly_with_cubic_at_every_phase() {
+    let runs = run_fairness_phases(
+        5_000_000,
+        Duration::from_millis(100),
+        &TransportConfig::default(),
+        Seed::from_env_or(107),
+        Duration::from_secs(30),
+        Duration::from_secs(90),
+        4,
+    )
+    .unwrap();
     let mut js = Vec::new();
-    for k in 0..4u32 {
-        let (a, b) = run_fairness_offset(
-            5_000_000,
-            Duration::from_millis(100),
-            TransportConfig::default(),
-            Seed::from_env_or(107),
-            Duration::from_secs(30),
-            Duration::from_secs(90),
-            Duration::from_millis(250) * k,
-        )
-        .unwrap();
+    for (k, &(a, b)) in runs.iter().enumerate() {
         let j = jain(&[a, b]);
-        println!("offset {k}: ctcp {a:.0} bit/s, cubic {b:.0} bit/s, Jain {j:.3}");
+        println!("phase {k}: ctcp {a:.0} bit/s, cubic {b:.0} bit/s, Jain {j:.3}");
         assert!(a + b >= 0.85 * 5e6, "link underused: {}", a + b);
         js.push(j);
     }
