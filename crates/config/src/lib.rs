@@ -65,7 +65,8 @@ impl Default for LogConfig {
 /// Coded-transport tunables (both ends must agree on `symbol_size` and `window`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TransportSettings {
-    /// Coded symbol size in bytes: a multiple of 64 in 256..=1344.
+    /// Coded symbol size in bytes: a multiple of 64 in 256..=1408 (1408 + 39 bytes of
+    /// headers is the 1452-byte datagram that fits a 1500-byte IPv6 path).
     pub symbol_size: usize,
     /// Sender window in symbols (16..=65536).
     pub window: usize,
@@ -86,7 +87,7 @@ pub struct TransportSettings {
 impl Default for TransportSettings {
     fn default() -> Self {
         TransportSettings {
-            symbol_size: 1344,
+            symbol_size: 1408,
             window: 4096,
             max_rate_bps: None,
             idle_timeout: Duration::from_secs(30),
@@ -271,11 +272,11 @@ pub fn validate_transport(
     text: Option<&str>,
 ) -> Result<(), ConfigError> {
     let err = |k: &str, m: String| Err(ConfigError::new(source_name, text, k, m));
-    if !t.symbol_size.is_multiple_of(64) || !(256..=1344).contains(&t.symbol_size) {
+    if !t.symbol_size.is_multiple_of(64) || !(256..=1408).contains(&t.symbol_size) {
         return err(
             "transport.symbol_size",
             format!(
-                "must be a multiple of 64 between 256 and 1344 (got {})",
+                "must be a multiple of 64 between 256 and 1408 (got {})",
                 t.symbol_size
             ),
         );

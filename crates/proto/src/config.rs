@@ -45,7 +45,7 @@ pub struct TransportConfig {
 impl Default for TransportConfig {
     fn default() -> Self {
         TransportConfig {
-            symbol_size: 1344,
+            symbol_size: 1408,
             window: 4096,
             max_datagram: 1452,
             initial_rtt: Duration::from_millis(100),

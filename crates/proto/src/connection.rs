@@ -1331,6 +1331,20 @@ impl Connection {
         .emit(buf);
     }
 
+    /// Whether the next packet would carry an ACK chunk.
+    fn ack_ready(&self) -> bool {
+        self.ack.pending && self.ack.largest.is_some()
+    }
+
+    /// Appends the pending ACK if it fits in a packet that will hold `body` more bytes of
+    /// chunks: full-size repairs leave no room for one (the ACK then rides the next source
+    /// packet, or goes alone when nothing else is to be sent).
+    fn emit_ack_if_fits(&mut self, now: Instant, buf: &mut Vec<u8>, body: usize) {
+        if buf.len() + wire::ACK_CHUNK_LEN + body + TAG_LEN <= self.config.max_datagram {
+            self.emit_ack_if_pending(now, buf);
+        }
+    }
+
     fn emit_ack_if_pending(&mut self, now: Instant, buf: &mut Vec<u8>) {
         if !self.ack.pending {
             return;
@@ -1440,16 +1454,25 @@ impl Connection {
         };
         let count = (end - first).min(u64::from(u16::MAX)) as u16;
         self.begin_packet(buf);
-        self.emit_ack_if_pending(now, buf);
         let header = match self.encoder.repair(first, count, &mut self.repair_buf) {
             Ok(h) => h,
             Err(e) => {
                 tracing::debug!(conn = self.conn_id, error = %e, "repair generation failed");
                 self.repair_debt = 0;
                 self.repair_credit = 0.0;
+                self.emit_ack_if_pending(now, buf);
                 return self.finish_packet(now, buf, SentKind::Control, false);
             }
         };
+        let coefficients = match &header.coefficients {
+            ctcp_rlnc::Coefficients::Key(_) => 2,
+            ctcp_rlnc::Coefficients::Explicit(v) => v.len(),
+        };
+        self.emit_ack_if_fits(
+            now,
+            buf,
+            wire::REPAIR_HEADER_LEN - 2 + coefficients + self.repair_buf.len(),
+        );
         wire::emit_repair(buf, &header, &self.repair_buf);
         let reactive = origin == RepairOrigin::Debt;
         match origin {
@@ -1490,7 +1513,18 @@ impl Connection {
 
     /// Fills `self.payload` with frames for one source symbol. Returns false if there is nothing to send.
     fn build_payload(&mut self) -> bool {
-        let cap = self.config.symbol_size - 2;
+        // A symbol holds `S − 2` bytes of frames; the packet must also fit the datagram
+        // limit with the ACK that will ride in front of it.
+        let ack = if self.ack_ready() {
+            wire::ACK_CHUNK_LEN
+        } else {
+            0
+        };
+        let cap = (self.config.symbol_size - 2).min(
+            self.config
+                .max_datagram
+                .saturating_sub(DATA_HEADER_LEN + TAG_LEN + wire::SOURCE_HEADER_LEN + ack),
+        );
         self.payload.clear();
         // Control frames first: they unblock the peer.
         while let Some(f) = self.control.front() {
@@ -1511,14 +1545,15 @@ impl Connection {
             .collect();
         for id in ids {
             let room = cap.saturating_sub(self.payload.len());
-            if room <= crate::frame::STREAM_HEADER_MAX {
-                break;
-            }
             let session_credit = self.peer_max_data.saturating_sub(self.data_sent) as usize;
             let Some(s) = self.streams.get_mut(&id) else {
                 continue;
             };
-            let max = (room - crate::frame::STREAM_HEADER_MAX).min(session_credit);
+            let header = crate::frame::stream_header_len(id, s.send.offset);
+            if room <= header {
+                break;
+            }
+            let max = (room - header).min(session_credit);
             if max == 0 && !(s.send.fin_requested && s.send.buffered() == 0) {
                 continue;
             }
@@ -1722,9 +1757,10 @@ impl Connection {
         self.events.push_back(Event::ConnectionLost(err));
     }
 
-    /// Bytes of overhead a datagram carries beyond symbol payload, for sizing checks.
+    /// Bytes a repair datagram carries beyond its symbol: `symbol_size` plus this must
+    /// fit `max_datagram` (ACKs then ride in source packets, which shrink to make room).
     pub fn max_overhead() -> usize {
-        DATA_HEADER_LEN + wire::ACK_CHUNK_LEN + wire::REPAIR_HEADER_LEN + TAG_LEN
+        DATA_HEADER_LEN + wire::REPAIR_HEADER_LEN + TAG_LEN
     }
 
     pub(crate) fn initiate_bytes(initiate: &Initiate) -> Vec<u8> {

@@ -159,8 +159,12 @@ const F_OPEN_RESULT: u8 = 0x16;
 /// Zero padding: the rest of the payload is ignored.
 const F_PADDING: u8 = 0x00;
 
-/// Bytes a STREAM frame header can take at most (type, id, offset, length).
-pub const STREAM_HEADER_MAX: usize = 1 + 8 + 8 + 2;
+/// Bytes of the STREAM frame header for stream `id` at `offset` (type, id, offset,
+/// length), so a sender can fill a symbol exactly.
+#[must_use]
+pub fn stream_header_len(id: StreamId, offset: u64) -> usize {
+    1 + varint_len(id) + varint_len(offset) + 2
+}
 
 impl Frame<'_> {
     /// Appends the frame.
