@@ -40,6 +40,10 @@ pub(crate) struct Cli {
     /// Wait for the target connect result, e.g. 30s.
     #[arg(long, value_parser = humantime::parse_duration)]
     open_timeout: Option<Duration>,
+    /// Reply to SOCKS CONNECT before the target's connect result (saves a round trip;
+    /// failures then show as a reset connection) [default: false].
+    #[arg(long, value_name = "BOOL")]
+    fast_open: Option<bool>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -51,7 +55,7 @@ impl Cli {
         mut c: ForwardConfig,
     ) -> Result<ForwardConfig, ctcp_config::ConfigError> {
         macro_rules! set { ($($f:ident => $($p:ident).+),*) => { $(if let Some(v) = self.$f.clone() { c.$($p).+ = v; })* } }
-        set!(listen => listen, handshake_timeout => handshake_timeout, open_timeout => open_timeout);
+        set!(listen => listen, handshake_timeout => handshake_timeout, open_timeout => open_timeout, fast_open => fast_open);
         if self.peer.is_some() {
             c.peer = self.peer.clone();
         }

@@ -331,6 +331,15 @@ fn full_plan(with_30: bool) -> Plan {
     for rtt in [20, 100, 500, 600] {
         for &loss in &losses {
             let mut jobs = curl_jobs(Mode::Full, &systems, 20 * MB, loss, Workload::Curl);
+            if rtt == 500 && loss == 0.20 {
+                // The cell the "ctcp vs kernel TCP" ratios are read from: kernel TCP gets
+                // 60 s instead of 20, so its first seconds (initial window and slow start
+                // before the first losses) weigh less in a rate that, for a 20 MB file it
+                // cannot finish, should describe the whole transfer.
+                for j in jobs.iter_mut().filter(|j| j.system != System::Ctcp) {
+                    j.timeout = Duration::from_secs(60);
+                }
+            }
             if rtt == 500 && [0.0, 0.01, 0.05, 0.20].contains(&loss) {
                 jobs.extend(rsync_jobs(&systems, 20 * MB, loss));
             }

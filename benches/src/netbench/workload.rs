@@ -256,6 +256,10 @@ impl CtcpPair {
                     SOCKS,
                     "--peer",
                     &format!("{ADDR_B}:{CTCP_PORT}"),
+                    // The long-RTT setting README recommends: the SOCKS reply does not
+                    // wait a round trip for the target's connect result.
+                    "--fast-open",
+                    "true",
                 ])
                 .arg("--psk-file")
                 .arg(&key)

@@ -52,6 +52,7 @@ struct RawForward {
     handshake_timeout: Option<Duration>,
     #[serde(default, with = "humantime_serde")]
     open_timeout: Option<Duration>,
+    fast_open: Option<bool>,
     #[serde(default, with = "humantime_serde")]
     drain_timeout: Option<Duration>,
     #[serde(default, with = "humantime_serde")]
@@ -211,6 +212,7 @@ pub(crate) fn forward(text: &str, src: &str) -> Result<ForwardConfig, ConfigErro
             .collect(),
         handshake_timeout: raw.handshake_timeout.unwrap_or(d.handshake_timeout),
         open_timeout: raw.open_timeout.unwrap_or(d.open_timeout),
+        fast_open: raw.fast_open.unwrap_or(d.fast_open),
         drain_timeout: raw.drain_timeout.unwrap_or(d.drain_timeout),
         stats_interval: raw.stats_interval.unwrap_or(d.stats_interval),
         metrics_listen: raw.metrics_listen,

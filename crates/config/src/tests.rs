@@ -75,6 +75,16 @@ fn durations_sizes_rates() {
     .unwrap();
     assert_eq!(f.open_timeout, Duration::from_secs(90));
     assert_eq!(f.transport.max_rate_bps, Some(12_500_000));
+    assert!(!f.fast_open, "strict SOCKS replies unless asked");
+    let f = ForwardConfig::from_toml_str(
+        "fast_open = true
+",
+        "f",
+    )
+    .unwrap();
+    assert!(f.fast_open);
+    let e = ForwardConfig::from_toml_str("fast_open = \"yes\"\n", "f").unwrap_err();
+    assert_eq!(e.line, Some(1));
     assert_eq!(parse_size("64KiB"), Ok(65536));
     assert_eq!(parse_size("16MB"), Ok(16_000_000));
     assert_eq!(parse_rate("1Gbit"), Ok(1_000_000_000));

@@ -95,6 +95,7 @@ pub fn forward_settings(cfg: &ForwardConfig) -> Result<ForwardSettings, ConfigEr
     };
     s.handshake_timeout = cfg.handshake_timeout;
     s.open_timeout = cfg.open_timeout;
+    s.fast_open = cfg.fast_open;
     s.drain_timeout = cfg.drain_timeout;
     s.stats_interval = cfg.stats_interval;
     s.metrics_listen = cfg.metrics_listen;

@@ -26,6 +26,8 @@ pub struct ForwardOptions {
     pub handshake_timeout: Duration,
     /// How long to wait for the reverse side's connect result.
     pub open_timeout: Duration,
+    /// Reply success at once instead of after the connect result.
+    pub fast_open: bool,
     /// How long to let streams drain after SIGTERM.
     pub drain_timeout: Duration,
 }
@@ -173,11 +175,19 @@ async fn handle_client(
     if !req.early_data.is_empty() {
         stream.write_all(&req.early_data).await?;
     }
-    let code = match tokio::time::timeout(opts.open_timeout, result).await {
-        Ok(Ok(code)) => code,
-        Ok(Err(_)) => reply::GENERAL_FAILURE, // session died before the result came
-        Err(_) => reply::TTL_EXPIRED,
+    let open_timeout = opts.open_timeout;
+    let result = async move {
+        match tokio::time::timeout(open_timeout, result).await {
+            Ok(Ok(code)) => code,
+            Ok(Err(_)) => reply::GENERAL_FAILURE, // session died before the result came
+            Err(_) => reply::TTL_EXPIRED,
+        }
     };
+    if opts.fast_open {
+        socks::reply(&mut tcp, reply::SUCCEEDED).await?;
+        return relay_fast_open(tcp, from, &req.target, stream, result).await;
+    }
+    let code = result.await;
     socks::reply(&mut tcp, code).await?;
     if code != reply::SUCCEEDED {
         tracing::debug!(%from, target = %req.target, code, "target connect failed");
@@ -195,4 +205,44 @@ async fn handle_client(
             Err(e)
         }
     }
+}
+
+/// Relays a connection that was told "succeeded" before the connect result came: the
+/// relay runs while the result is awaited, and a failed connect resets the client's
+/// connection (RST, so the application sees an error rather than an empty reply).
+async fn relay_fast_open(
+    mut tcp: TcpStream,
+    from: SocketAddr,
+    target: &ctcp_proto::Target,
+    mut stream: TunnelStream,
+    result: impl std::future::Future<Output = u8>,
+) -> io::Result<()> {
+    let failed = {
+        let relay = tokio::io::copy_bidirectional(&mut tcp, &mut stream);
+        tokio::pin!(relay);
+        tokio::pin!(result);
+        let mut opened = false;
+        loop {
+            // The result first: a failed open also ends the stream, and its EOF must not
+            // reach the client as a clean close before the reset.
+            tokio::select! {
+                biased;
+                code = &mut result, if !opened => {
+                    if code != reply::SUCCEEDED {
+                        break Some(code);
+                    }
+                    tracing::debug!(%from, %target, "stream open (fast open)");
+                    opened = true;
+                }
+                done = &mut relay => break done.map(|_| None).unwrap_or(Some(reply::GENERAL_FAILURE)),
+            }
+        }
+    };
+    if let Some(code) = failed {
+        tracing::debug!(%from, %target, code, "fast-open stream failed; resetting the client");
+        stream.reset(code);
+        // Linger 0 makes the close an RST: the client sees a reset, not a clean EOF.
+        let _ = tcp.set_zero_linger();
+    }
+    Ok(())
 }

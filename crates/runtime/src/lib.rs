@@ -82,6 +82,9 @@ pub struct ForwardSettings {
     pub handshake_timeout: Duration,
     /// How long to wait for the reverse side's connect result.
     pub open_timeout: Duration,
+    /// Reply SOCKS success before the connect result (one round trip saved per
+    /// connection; a failed connect then resets the client's connection).
+    pub fast_open: bool,
     /// Drain time on shutdown.
     pub drain_timeout: Duration,
     /// Statistics log interval (debug level).
@@ -102,6 +105,7 @@ impl ForwardSettings {
             socks_auth: SocksAuth::default(),
             handshake_timeout: Duration::from_secs(10),
             open_timeout: Duration::from_secs(30),
+            fast_open: false,
             drain_timeout: Duration::from_secs(30),
             stats_interval: Duration::from_secs(5),
             metrics_listen: None,
@@ -242,6 +246,7 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
         auth: std::sync::Arc::new(s.socks_auth),
         handshake_timeout: s.handshake_timeout,
         open_timeout: s.open_timeout,
+        fast_open: s.fast_open,
         drain_timeout: s.drain_timeout,
     };
     tracing::info!(socks = %local_addr, %peer, "ctcp-forward started");

@@ -390,3 +390,45 @@ async fn hostile_socks_clients_get_codes_or_time_out() {
         assert!(started.elapsed() >= Duration::from_millis(400));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fast_open_replies_at_once_relays_data_and_resets_on_a_failed_connect() {
+    let p = pair_with(&[7; 32], &[7; 32], Acl::default(), |f, _| {
+        f.fast_open = true
+    })
+    .await;
+    let proxy = p.fwd.local_addr;
+    let echo = echo_server().await;
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let r = tokio::time::timeout(T, async {
+        // A reachable target: success, then the data goes both ways intact, with the
+        // request written right after the reply (before the connect result can be known).
+        let mut ok = socks(proxy, &v4(echo), echo.port(), 1)
+            .await
+            .expect("fast open replies success");
+        let data = pattern(3, 200_000);
+        let (mut rd, mut wr) = ok.split();
+        let (_, back) = tokio::join!(wr.write_all(&data), async {
+            let mut back = vec![0u8; data.len()];
+            rd.read_exact(&mut back).await.map(|_| back)
+        });
+        // A refused target: the reply still says success, then the connection is reset.
+        let mut refused = socks(proxy, &v4(closed), closed.port(), 1)
+            .await
+            .expect("fast open replies before the connect result");
+        let mut buf = [0u8; 16];
+        let end = refused.read(&mut buf).await;
+        (back.unwrap() == data, end)
+    })
+    .await
+    .expect("no hang");
+    assert!(r.0, "echoed bytes differ");
+    match r.1 {
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset),
+        Ok(n) => panic!("read returned Ok({n}) from a refused target; expected a reset"),
+    }
+}
