@@ -1099,9 +1099,15 @@ impl Connection {
                 self.recent_lost.push_back((self.sent_base, p.time));
             }
             if p.ack_eliciting {
+                let congestion = self
+                    .cc
+                    .congestion_span()
+                    .is_some_and(|(from, to)| p.time >= from && p.time <= to);
                 if p.delivered {
                     self.loss.on_outcome(true);
-                } else if p.lost || p.vanished {
+                } else if (p.lost || p.vanished) && !congestion {
+                    // Queue-overflow losses the controller backed off for stay out of the
+                    // random-loss estimate (see `Controller::congestion_span`).
                     self.loss.on_outcome(false);
                 }
             }

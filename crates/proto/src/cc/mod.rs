@@ -55,6 +55,16 @@ pub trait Controller: std::fmt::Debug + Send {
         let _ = srtt;
         phase_pacing_gain(self.in_slow_start())
     }
+    /// Send times whose losses the controller put down to congestion at its latest
+    /// backoff (the round that overflowed a queue), if it tells them apart from random
+    /// loss at all. Default: none. The connection keeps such losses out of the loss-rate
+    /// estimate that sizes proactive redundancy: a queue overflow is answered by the
+    /// backoff, and repair sized for it afterwards is waste (at 0 % random loss a single
+    /// overflow of 87 packets made a real-kernel 500 ms transfer send 9 % repairs for
+    /// seconds). The losses are still repaired.
+    fn congestion_span(&self) -> Option<(Instant, Instant)> {
+        None
+    }
     /// Short name for logs and stats.
     fn name(&self) -> &'static str;
 }

@@ -67,6 +67,9 @@ pub struct Ctcp {
     /// While the first flight after a start-up jump is out: (rate it is paced at, in
     /// packets per second; until when).
     jump_round: Option<(f64, Instant)>,
+    /// Send times whose losses the latest gated backoff answered (see
+    /// [`Controller::congestion_span`]).
+    congestion_span: Option<(Instant, Instant)>,
 }
 
 impl Ctcp {
@@ -94,6 +97,7 @@ impl Ctcp {
             ss_bdp: None,
             min_rtt: None,
             jump_round: None,
+            congestion_span: None,
         }
     }
 
@@ -262,8 +266,20 @@ impl Controller for Ctcp {
             self.ignored_losses += lost;
             return;
         }
+        // The overflow that triggered this was sent about one srtt ago (the loss took
+        // that long to show); packets sent since then into the same full queue, and
+        // those sent while the cut drains it, are lost to it too.
+        let srtt = rtt.srtt();
+        self.congestion_span = Some((
+            sent_time.min(now.checked_sub(srtt.mul_f64(1.5)).unwrap_or(sent_time)),
+            now + srtt / 2,
+        ));
         self.cut(now, rtt);
         self.backoffs += 1;
+    }
+
+    fn congestion_span(&self) -> Option<(Instant, Instant)> {
+        self.congestion_span
     }
 
     fn window(&self) -> u64 {

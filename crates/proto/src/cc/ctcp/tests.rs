@@ -585,3 +585,25 @@ fn startup_train_loss_is_not_congestion() {
     c.on_congestion_event(t0 + ms(117), t0 + ms(105), 1, &rtt);
     assert_eq!(c.backoffs(), 1);
 }
+
+#[test]
+fn a_gated_backoff_marks_its_round_as_congestion_loss_and_random_loss_does_not() {
+    // Random loss on an empty queue: no backoff, so nothing is put down to congestion.
+    let mut s = Sim::into_growth(ms(100));
+    s.round(ms(100), 0.2);
+    assert_eq!(s.c.congestion_span(), None);
+    // Loss with the queue at twice the path delay: the backoff claims the round that
+    // overflowed (sent about one srtt ago) and what is sent while the cut drains it.
+    let mut s = Sim::into_growth(ms(200));
+    let sent = s.now - ms(190);
+    s.c.on_congestion_event(s.now, sent, 3, &s.rtt);
+    let (from, to) =
+        s.c.congestion_span()
+            .expect("a gated backoff sets the span");
+    assert!(from <= sent && sent <= to, "the triggering send is inside");
+    assert!(to > s.now, "sends during the drain are inside");
+    assert!(
+        s.now.duration_since(from) <= ms(400),
+        "the span reaches back about one and a half srtt, not the whole history"
+    );
+}
