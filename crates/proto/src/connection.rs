@@ -132,6 +132,9 @@ pub struct ConnectionStats {
     pub source_bytes_sent: u64,
     /// Bytes of repair symbols sent.
     pub repair_bytes_sent: u64,
+    /// Repairs sent by origin: `[reactive (owed for a loss or deficit), proactive (the
+    /// loss-rate credit), tail (sent into an idle tail)]`, to see which one costs what.
+    pub repair_origin: [u64; 3],
     /// Packets declared lost.
     pub lost: u64,
     /// Stream bytes delivered to the application.
@@ -1103,11 +1106,13 @@ impl Connection {
                     .cc
                     .congestion_span()
                     .is_some_and(|(from, to)| p.time >= from && p.time <= to);
-                if p.delivered {
+                // The round the controller backed off for stays out of the random-loss
+                // estimate (see `Controller::congestion_span`), deliveries and losses
+                // alike: dropping only its losses would bias the estimate low.
+                if congestion {
+                } else if p.delivered {
                     self.loss.on_outcome(true);
-                } else if (p.lost || p.vanished) && !congestion {
-                    // Queue-overflow losses the controller backed off for stay out of the
-                    // random-loss estimate (see `Controller::congestion_span`).
+                } else if p.lost || p.vanished {
                     self.loss.on_outcome(false);
                 }
             }
@@ -1486,6 +1491,7 @@ impl Connection {
             RepairOrigin::Credit => self.repair_credit -= 1.0,
             RepairOrigin::Tail => {}
         }
+        self.stats.repair_origin[origin as usize] += 1;
         self.stats.repair_sent += 1;
         self.stats.repair_bytes_sent += self.repair_buf.len() as u64;
         let end = first + u64::from(count);

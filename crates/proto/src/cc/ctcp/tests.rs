@@ -342,6 +342,24 @@ fn standing_queue_is_drained_before_min_rtt_expires() {
 }
 
 #[test]
+fn a_backoff_that_drains_the_queue_postpones_the_deliberate_drain() {
+    // The same standing queue, but a queue-overflow loss shortly before the drain would
+    // come due: the backoff's β = RTT_min/RTT drains the queue, so no second cut follows
+    // on its heels (it did: 0.55 × 0.53, the window at 0.64 BDP for seconds).
+    let mut s = Sim::into_growth(ms(100));
+    for _ in 0..50 {
+        s.round(ms(130), 0.0);
+    }
+    assert_eq!(s.c.drains(), 0, "not due yet");
+    s.c.on_congestion_event(s.now, s.now - ms(130), 5, &s.rtt);
+    assert_eq!(s.c.backoffs(), 1);
+    for _ in 0..20 {
+        s.round(ms(130), 0.0);
+    }
+    assert_eq!(s.c.drains(), 0, "the backoff counted as the drain");
+}
+
+#[test]
 fn no_drain_without_standing_queue() {
     let mut s = Sim::into_growth(ms(100));
     for _ in 0..200 {
