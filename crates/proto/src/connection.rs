@@ -981,11 +981,20 @@ impl Connection {
         // Repairs in flight were already taken off the debt when sent: bound the debt by
         // what they leave uncovered, rather than subtracting them a second time.
         self.repair_debt = self.repair_debt.min(cap.saturating_sub(surplus));
-        // Safety net: the receiver lacks symbols and no repair is on its way.
+        // Safety net: the receiver lacks symbols and no repair is on its way. Not while a
+        // packet this ACK should already cover is still unresolved: that hole is most
+        // likely a reordered packet on its way (RACK declares it lost in time if it is
+        // not), and answering it at once sent a useless repair for about one in three
+        // reordered packets (simulator, 2 % of packets 50 ms late at 100 ms).
         if ack.deficit > 0
             && self.repair_debt == 0
             && in_flight.reactive + in_flight.speculative == 0
             && !self.repairs_in_flight()
+            && !self
+                .sent
+                .iter()
+                .take(ack_index.min(self.sent.len()))
+                .any(|p| p.in_flight && !p.acked)
         {
             self.repair_debt = ack.deficit;
             self.reactive_end = self.encoder.next_id();
