@@ -80,3 +80,26 @@ fn busy_lossy_bidirectional_traffic_never_exceeds_max_datagram() {
         sizes.len()
     );
 }
+
+/// A handshake attempt is three INITIATE copies 20 ms apart, then the group repeats
+/// after 300 ms, so one lost datagram on a lossy path rarely costs the timeout.
+#[test]
+fn handshake_attempts_go_out_in_threes() {
+    let mut d = Duo::new(TransportConfig::default());
+    let mut out = Vec::new();
+    let mut times = Vec::new();
+    for ms in 0..700u64 {
+        let now = d.now + Duration::from_millis(ms);
+        d.cli.handle_timeout(now);
+        while let Some(t) = d.cli.poll_transmit(now, &mut out) {
+            assert_eq!(out[0], ctcp_proto::wire::TYPE_INITIATE);
+            assert!(t.size <= ctcp_proto::wire::INITIATE_LEN);
+            times.push(ms);
+        }
+    }
+    assert_eq!(
+        times,
+        vec![0, 20, 40, 340, 360, 380],
+        "INITIATE send times (ms)"
+    );
+}
