@@ -311,7 +311,7 @@ enum RepairOrigin {
 #[derive(Debug)]
 pub struct Connection {
     side: Side,
-    conn_id: u64,
+    conn_id: u32,
     remote: SocketAddr,
     state: State,
     config: Arc<TransportConfig>,
@@ -445,7 +445,7 @@ impl Connection {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         side: Side,
-        conn_id: u64,
+        conn_id: u32,
         remote: SocketAddr,
         now: Instant,
         config: Arc<TransportConfig>,
@@ -550,7 +550,7 @@ impl Connection {
     }
 
     /// The session's connection id.
-    pub fn id(&self) -> u64 {
+    pub fn id(&self) -> u32 {
         self.conn_id
     }
 

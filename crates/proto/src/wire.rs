@@ -20,8 +20,11 @@ pub const TYPE_DATA: u8 = 0x03;
 /// Packet type: stateless reset, sent for data packets of an unknown connection.
 pub const TYPE_RESET: u8 = 0x04;
 
-/// Length of a connection id on the wire.
-pub const CONN_ID_LEN: usize = 8;
+/// Length of a connection id on the wire: 32 bits, chosen at random by the client. Only
+/// the sessions of one server endpoint share an id space (at most `max_sessions`, 256 by
+/// default), so a clash is a 2^-32-per-session event, and the endpoint refuses a clashing
+/// handshake instead of touching the live session (see `Endpoint`).
+pub const CONN_ID_LEN: usize = 4;
 /// Length of the handshake randoms.
 pub const RANDOM_LEN: usize = 32;
 /// Length of a handshake MAC and of a stateless-reset token.
@@ -193,7 +196,7 @@ fn low32(v: u64) -> u32 {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Initiate {
     /// Connection id chosen by the client; names the session in both directions.
-    pub conn_id: u64,
+    pub conn_id: u32,
     /// Client randomness for the key schedule.
     pub client_random: [u8; RANDOM_LEN],
     /// Client wall-clock time in milliseconds since the Unix epoch, for replay rejection.
@@ -213,7 +216,7 @@ impl Initiate {
         if version != VERSION {
             return Err(WireError::Version(version));
         }
-        let conn_id = r.u64("conn id")?;
+        let conn_id = r.u32("conn id")?;
         let client_random = r.array("client random")?;
         let timestamp_ms = r.u64("timestamp")?;
         let mac = r.array("mac")?;
@@ -250,7 +253,7 @@ impl Initiate {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Accept {
     /// The connection id from the INITIATE.
-    pub conn_id: u64,
+    pub conn_id: u32,
     /// Server randomness for the key schedule.
     pub server_random: [u8; RANDOM_LEN],
     /// HMAC over the preceding fields and the client random, binding it to the request.
@@ -268,7 +271,7 @@ impl Accept {
         if version != VERSION {
             return Err(WireError::Version(version));
         }
-        let conn_id = r.u64("conn id")?;
+        let conn_id = r.u32("conn id")?;
         let server_random = r.array("server random")?;
         let mac = r.array("mac")?;
         if !r.is_empty() {
@@ -302,7 +305,7 @@ impl Accept {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reset {
     /// The connection the reset is for.
-    pub conn_id: u64,
+    pub conn_id: u32,
     /// `HMAC(psk, "reset" ‖ conn_id)`, which only a PSK holder can compute.
     pub token: [u8; MAC_LEN],
 }
@@ -314,7 +317,7 @@ impl Reset {
         if r.u8("type")? != TYPE_RESET {
             return Err(WireError::Invalid("reset type"));
         }
-        let conn_id = r.u64("conn id")?;
+        let conn_id = r.u32("conn id")?;
         let token = r.array("token")?;
         if !r.is_empty() {
             return Err(WireError::Invalid("reset length"));
@@ -333,7 +336,7 @@ impl Reset {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DataHeader {
     /// The session.
-    pub conn_id: u64,
+    pub conn_id: u32,
     /// Transmission number: unique per datagram sent in this direction. The wire carries
     /// its low 32 bits; the AEAD nonce is derived from all 64.
     pub pn: u64,
@@ -350,7 +353,7 @@ impl DataHeader {
         if r.u8("type")? != TYPE_DATA {
             return Err(WireError::Invalid("data type"));
         }
-        let conn_id = r.u64("conn id")?;
+        let conn_id = r.u32("conn id")?;
         let truncated = r.u32("packet number")?;
         let expected = largest_pn.map_or(0, |l| l.saturating_add(1));
         Ok(DataHeader {
@@ -367,7 +370,7 @@ impl DataHeader {
 }
 
 /// Reads the connection id of any packet type, for demultiplexing before decryption.
-pub fn peek_conn_id(buf: &[u8]) -> Result<(u8, u64), WireError> {
+pub fn peek_conn_id(buf: &[u8]) -> Result<(u8, u32), WireError> {
     let mut r = Reader::new(buf);
     let ty = r.u8("type")?;
     match ty {
@@ -382,7 +385,7 @@ pub fn peek_conn_id(buf: &[u8]) -> Result<(u8, u64), WireError> {
             })
         }
     }
-    Ok((ty, r.u64("conn id")?))
+    Ok((ty, r.u32("conn id")?))
 }
 
 /// Chunk type: acknowledgement.
@@ -768,6 +771,31 @@ mod tests {
         bad[1] = 9;
         assert_eq!(Accept::parse(&bad), Err(WireError::Version(9)));
         assert!(Accept::parse(&out[..out.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn reset_round_trip_and_sizes() {
+        let r = Reset {
+            conn_id: u32::MAX,
+            token: [8; MAC_LEN],
+        };
+        let mut out = Vec::new();
+        r.emit(&mut out);
+        assert_eq!(out.len(), RESET_LEN);
+        assert_eq!(Reset::parse(&out).unwrap(), r);
+        assert_eq!(peek_conn_id(&out).unwrap(), (TYPE_RESET, u32::MAX));
+        assert!(Reset::parse(&out[..RESET_LEN - 1]).is_err());
+        // The sizes docs/PROTOCOL.md states.
+        assert_eq!(
+            (
+                DATA_HEADER_LEN,
+                INITIATE_LEN,
+                ACCEPT_LEN,
+                RESET_LEN,
+                MIN_DATA_LEN
+            ),
+            (9, 62, 54, 21, 25)
+        );
     }
 
     #[test]
