@@ -1500,7 +1500,8 @@ impl Connection {
         };
         self.begin_packet(buf);
         self.emit_ack_if_pending(now, buf);
-        wire::emit_source(buf, id, &payload);
+        // The SOURCE chunk is the packet's last, so it goes without its length.
+        wire::emit_source_last(buf, id, &payload);
         self.stats.source_sent += 1;
         self.stats.source_bytes_sent += payload.len() as u64;
         self.payload = payload;
@@ -1523,7 +1524,7 @@ impl Connection {
         let cap = (self.config.symbol_size - 2).min(
             self.config
                 .max_datagram
-                .saturating_sub(DATA_HEADER_LEN + TAG_LEN + wire::SOURCE_HEADER_LEN + ack),
+                .saturating_sub(DATA_HEADER_LEN + TAG_LEN + wire::SOURCE_LAST_HEADER_LEN + ack),
         );
         self.payload.clear();
         // Control frames first: they unblock the peer.
