@@ -1536,7 +1536,11 @@ impl Connection {
             frame.emit(&mut self.payload);
             self.control.pop_front();
         }
-        // Then stream data, round-robin from the cursor.
+        // Then stream data, round-robin from the cursor. The frame that ends the payload
+        // goes without its length: each frame is sized against that shorter header, so a
+        // symbol fills exactly, and one left without room for its length ends the payload.
+        // A frame that had room but turned out to be the last one (the data ran out) loses
+        // its length afterwards: `open_tail` is where it starts.
         let ids: Vec<StreamId> = self
             .streams
             .range(self.rr_cursor..)
@@ -1544,13 +1548,14 @@ impl Connection {
             .filter(|(_, s)| s.send.has_frame())
             .map(|(id, _)| *id)
             .collect();
+        let mut open_tail = None;
         for id in ids {
             let room = cap.saturating_sub(self.payload.len());
             let session_credit = self.peer_max_data.saturating_sub(self.data_sent) as usize;
             let Some(s) = self.streams.get_mut(&id) else {
                 continue;
             };
-            let header = crate::frame::stream_header_len(id, s.send.offset);
+            let header = crate::frame::stream_last_header_len(id, s.send.offset);
             if room <= header {
                 break;
             }
@@ -1561,19 +1566,34 @@ impl Connection {
             let (offset, fin) = s.send.take(max, &mut self.scratch);
             self.data_sent += self.scratch.len() as u64;
             self.send_buffered = self.send_buffered.saturating_sub(self.scratch.len());
-            Frame::Stream {
+            let frame = Frame::Stream {
                 id,
                 offset,
                 fin,
                 data: &self.scratch,
+            };
+            let ends_payload = frame.encoded_len() > room;
+            if ends_payload {
+                frame.emit_last(&mut self.payload);
+                open_tail = None;
+            } else {
+                open_tail = Some(self.payload.len());
+                frame.emit(&mut self.payload);
             }
-            .emit(&mut self.payload);
             if s.write_blocked && s.send.is_writable() {
                 s.write_blocked = false;
                 self.events.push_back(Event::StreamWritable(id));
             }
             self.rr_cursor = id + 1;
             self.maybe_forget(id);
+            if ends_payload {
+                break;
+            }
+        }
+        if let Some(start) = open_tail {
+            // Nothing followed that frame (only stream frames come after control frames).
+            let dropped = crate::frame::drop_final_stream_length(&mut self.payload, start);
+            debug_assert!(dropped, "the payload's final frame is a length-form STREAM");
         }
         if self.budget_blocked && self.send_buffered < self.config.session_send_buffer {
             self.budget_blocked = false;
