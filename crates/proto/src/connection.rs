@@ -317,7 +317,7 @@ enum RepairOrigin {
 #[derive(Debug)]
 pub struct Connection {
     side: Side,
-    conn_id: u64,
+    conn_id: u32,
     remote: SocketAddr,
     state: State,
     config: Arc<TransportConfig>,
@@ -451,7 +451,7 @@ impl Connection {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         side: Side,
-        conn_id: u64,
+        conn_id: u32,
         remote: SocketAddr,
         now: Instant,
         config: Arc<TransportConfig>,
@@ -556,7 +556,7 @@ impl Connection {
     }
 
     /// The session's connection id.
-    pub fn id(&self) -> u64 {
+    pub fn id(&self) -> u32 {
         self.conn_id
     }
 
@@ -1258,7 +1258,7 @@ impl Connection {
                 // (both ways) failed about one handshake in 500 within the 10 s timeout;
                 // with pairs, one first attempt in eight at 20 % loss still waited the
                 // timeout (each copy makes the round trip with probability 0.64), one in
-                // twenty with threes, for 124 more bytes.
+                // twenty with threes, for one more 62-byte copy and its 54-byte ACCEPT.
                 let wait = if *attempts % HANDSHAKE_COPIES != 0 {
                     Duration::from_millis(20)
                 } else {
@@ -1529,7 +1529,8 @@ impl Connection {
         };
         self.begin_packet(buf);
         self.emit_ack_if_pending(now, buf);
-        wire::emit_source(buf, id, &payload);
+        // The SOURCE chunk is the packet's last, so it goes without its length.
+        wire::emit_source_last(buf, id, &payload);
         self.stats.source_sent += 1;
         self.stats.source_bytes_sent += payload.len() as u64;
         self.payload = payload;
@@ -1552,7 +1553,7 @@ impl Connection {
         let cap = (self.config.symbol_size - 2).min(
             self.config
                 .max_datagram
-                .saturating_sub(DATA_HEADER_LEN + TAG_LEN + wire::SOURCE_HEADER_LEN + ack),
+                .saturating_sub(DATA_HEADER_LEN + TAG_LEN + wire::SOURCE_LAST_HEADER_LEN + ack),
         );
         self.payload.clear();
         // Control frames first: they unblock the peer.
@@ -1564,7 +1565,11 @@ impl Connection {
             frame.emit(&mut self.payload);
             self.control.pop_front();
         }
-        // Then stream data, round-robin from the cursor.
+        // Then stream data, round-robin from the cursor. The frame that ends the payload
+        // goes without its length: each frame is sized against that shorter header, so a
+        // symbol fills exactly, and one left without room for its length ends the payload.
+        // A frame that had room but turned out to be the last one (the data ran out) loses
+        // its length afterwards: `open_tail` is where it starts.
         let ids: Vec<StreamId> = self
             .streams
             .range(self.rr_cursor..)
@@ -1572,13 +1577,14 @@ impl Connection {
             .filter(|(_, s)| s.send.has_frame())
             .map(|(id, _)| *id)
             .collect();
+        let mut open_tail = None;
         for id in ids {
             let room = cap.saturating_sub(self.payload.len());
             let session_credit = self.peer_max_data.saturating_sub(self.data_sent) as usize;
             let Some(s) = self.streams.get_mut(&id) else {
                 continue;
             };
-            let header = crate::frame::stream_header_len(id, s.send.offset);
+            let header = crate::frame::stream_last_header_len(id, s.send.offset);
             if room <= header {
                 break;
             }
@@ -1589,19 +1595,34 @@ impl Connection {
             let (offset, fin) = s.send.take(max, &mut self.scratch);
             self.data_sent += self.scratch.len() as u64;
             self.send_buffered = self.send_buffered.saturating_sub(self.scratch.len());
-            Frame::Stream {
+            let frame = Frame::Stream {
                 id,
                 offset,
                 fin,
                 data: &self.scratch,
+            };
+            let ends_payload = frame.encoded_len() > room;
+            if ends_payload {
+                frame.emit_last(&mut self.payload);
+                open_tail = None;
+            } else {
+                open_tail = Some(self.payload.len());
+                frame.emit(&mut self.payload);
             }
-            .emit(&mut self.payload);
             if s.write_blocked && s.send.is_writable() {
                 s.write_blocked = false;
                 self.events.push_back(Event::StreamWritable(id));
             }
             self.rr_cursor = id + 1;
             self.maybe_forget(id);
+            if ends_payload {
+                break;
+            }
+        }
+        if let Some(start) = open_tail {
+            // Nothing followed that frame (only stream frames come after control frames).
+            let dropped = crate::frame::drop_final_stream_length(&mut self.payload, start);
+            debug_assert!(dropped, "the payload's final frame is a length-form STREAM");
         }
         if self.budget_blocked && self.send_buffered < self.config.session_send_buffer {
             self.budget_blocked = false;

@@ -111,7 +111,7 @@ impl Psk {
     }
 
     /// The stateless-reset token of a connection id.
-    pub fn reset_token(&self, conn_id: u64) -> [u8; MAC_LEN] {
+    pub fn reset_token(&self, conn_id: u32) -> [u8; MAC_LEN] {
         let tag = hmac::sign(&self.reset, &conn_id.to_le_bytes());
         let mut out = [0u8; MAC_LEN];
         out.copy_from_slice(&tag.as_ref()[..MAC_LEN]);

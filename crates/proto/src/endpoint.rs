@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 /// Names a session within an endpoint (its connection id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ConnectionHandle(pub u64);
+pub struct ConnectionHandle(pub u32);
 
 /// Endpoint-wide settings.
 #[derive(Debug, Clone)]
@@ -59,7 +59,8 @@ pub struct DropCounters {
     /// Handshakes with a bad MAC, stale timestamp, or replayed random; resets with a bad
     /// token.
     pub bad_handshake: u64,
-    /// Handshakes refused by the rate limit or the session limit.
+    /// Handshakes refused by the rate limit or the session limit, or naming a connection id
+    /// a live session already has (another client's handshake).
     pub refused: u64,
     /// Data, accept and reset packets for unknown sessions.
     pub unknown_session: u64,
@@ -72,13 +73,13 @@ pub struct DropCounters {
 pub struct Endpoint {
     config: EndpointConfig,
     rng: ChaCha20Rng,
-    connections: HashMap<u64, Connection>,
-    order: Vec<u64>,
+    connections: HashMap<u32, Connection>,
+    order: Vec<u32>,
     cursor: usize,
     /// Client randoms of accepted handshakes, for replay rejection, with their expiry.
     seen_randoms: HashMap<[u8; RANDOM_LEN], Instant>,
     /// The ACCEPT sent for each live session, resent when its INITIATE is retransmitted.
-    accepted: HashMap<u64, ([u8; RANDOM_LEN], Vec<u8>)>,
+    accepted: HashMap<u32, ([u8; RANDOM_LEN], Vec<u8>)>,
     outbox: VecDeque<(SocketAddr, Vec<u8>)>,
     handshake_tokens: f64,
     reset_tokens: f64,
@@ -145,9 +146,9 @@ impl Endpoint {
 
     /// Starts a session to `remote`.
     pub fn connect(&mut self, now: Instant, remote: SocketAddr) -> ConnectionHandle {
-        let mut conn_id = self.rng.next_u64();
+        let mut conn_id = self.rng.next_u32();
         while self.connections.contains_key(&conn_id) {
-            conn_id = self.rng.next_u64();
+            conn_id = self.rng.next_u32();
         }
         let mut client_random = [0u8; RANDOM_LEN];
         self.rng.fill_bytes(&mut client_random);
@@ -173,7 +174,7 @@ impl Endpoint {
         ConnectionHandle(conn_id)
     }
 
-    fn insert(&mut self, id: u64, conn: Connection) {
+    fn insert(&mut self, id: u32, conn: Connection) {
         self.connections.insert(id, conn);
         self.order.push(id);
     }
@@ -234,7 +235,7 @@ impl Endpoint {
         }
     }
 
-    fn maybe_reset(&mut self, to: SocketAddr, conn_id: u64, incoming_len: usize) {
+    fn maybe_reset(&mut self, to: SocketAddr, conn_id: u32, incoming_len: usize) {
         // Answer only DATA packets that carry something: never amplify, and never answer a
         // reset-sized packet (no reset loops; RESET_LEN < MIN_DATA_LEN is asserted).
         if incoming_len <= wire::MIN_DATA_LEN || self.reset_tokens < 1.0 {
@@ -266,10 +267,19 @@ impl Endpoint {
             return;
         }
         if let Some(existing) = self.connections.get_mut(&init.conn_id) {
-            // A retransmitted INITIATE: answer again with the same ACCEPT.
-            if let Some(accept) = self.accepted.get(&init.conn_id) {
-                if accept.0 == init.client_random {
+            match self.accepted.get(&init.conn_id) {
+                // A retransmitted INITIATE: answer again with the same ACCEPT (to the
+                // session's address, not necessarily the sender's).
+                Some(accept) if accept.0 == init.client_random => {
                     existing.resend_accept(accept.1.clone());
+                }
+                // Another client drew an id in use (32 random bits, so rare but possible).
+                // Refuse it: the live session keeps its id, keys and address, and the new
+                // client's handshake times out, after which it connects again with a
+                // fresh id.
+                _ => {
+                    self.drops.refused += 1;
+                    tracing::debug!(%from, conn = init.conn_id, "handshake refused: connection id in use");
                 }
             }
             return;
@@ -380,7 +390,7 @@ impl Endpoint {
                 }
             }
         }
-        let drained: Vec<u64> = self
+        let drained: Vec<u32> = self
             .order
             .iter()
             .copied()

@@ -2,7 +2,8 @@
 //!
 //! A source symbol's payload is a sequence of frames. Symbols may be decoded out of order,
 //! so every frame is self-contained: stream data carries its offset and is placed by it,
-//! credit frames carry absolute limits (the larger one wins).
+//! credit frames carry absolute limits (the larger one wins). A STREAM frame carries its
+//! length unless it ends the payload ([`Frame::emit_last`]): then its data runs to the end.
 
 use crate::wire::{put_varint, varint_len, Reader, WireError};
 use std::fmt;
@@ -156,14 +157,54 @@ const F_RESET: u8 = 0x13;
 const F_MAX_STREAM_DATA: u8 = 0x14;
 const F_MAX_DATA: u8 = 0x15;
 const F_OPEN_RESULT: u8 = 0x16;
+/// STREAM without a length: the data runs to the end of the payload.
+const F_STREAM_LAST: u8 = 0x17;
+/// STREAM+FIN without a length: the data runs to the end of the payload.
+const F_STREAM_FIN_LAST: u8 = 0x18;
 /// Zero padding: the rest of the payload is ignored.
 const F_PADDING: u8 = 0x00;
 
-/// Bytes of the STREAM frame header for stream `id` at `offset` (type, id, offset,
-/// length), so a sender can fill a symbol exactly.
+/// Bytes of the STREAM frame header for stream `id` at `offset` in its length form (type,
+/// id, offset, length u16), the form a frame that other frames follow needs.
 #[must_use]
 pub fn stream_header_len(id: StreamId, offset: u64) -> usize {
-    1 + varint_len(id) + varint_len(offset) + 2
+    stream_last_header_len(id, offset) + 2
+}
+
+/// Bytes of the STREAM frame header for stream `id` at `offset` in its payload-ending form
+/// (type, id, offset; no length, see [`Frame::emit_last`]), so a sender can size the frame
+/// that ends a symbol to fill it exactly.
+#[must_use]
+pub fn stream_last_header_len(id: StreamId, offset: u64) -> usize {
+    1 + varint_len(id) + varint_len(offset)
+}
+
+/// Turns the length-form STREAM frame at `payload[start..]`, if it ends `payload`, into
+/// its payload-ending form (2 bytes shorter, the data unchanged), for a sender that learns
+/// only after writing a frame that nothing follows it. Returns whether it did; anything
+/// else at `start` (another frame type, a frame that does not end the payload, a
+/// malformed one) is left as it is.
+pub fn drop_final_stream_length(payload: &mut Vec<u8>, start: usize) -> bool {
+    let Some(tail) = payload.get(start..) else {
+        return false;
+    };
+    let mut r = Reader::new(tail);
+    let last = match r.u8("frame type") {
+        Ok(F_STREAM) => F_STREAM_LAST,
+        Ok(F_STREAM_FIN) => F_STREAM_FIN_LAST,
+        _ => return false,
+    };
+    if r.varint("stream id").is_err() || r.varint("offset").is_err() {
+        return false;
+    }
+    let length_at = start + (tail.len() - r.remaining());
+    match r.u16("length") {
+        Ok(len) if usize::from(len) == r.remaining() => {}
+        _ => return false,
+    }
+    payload[start] = last;
+    payload.drain(length_at..length_at + 2);
+    true
 }
 
 impl Frame<'_> {
@@ -209,6 +250,41 @@ impl Frame<'_> {
         }
     }
 
+    /// Appends the frame in the form that ends a payload: a STREAM frame without its
+    /// length (type 0x17, or 0x18 with FIN; the receiver takes the rest of the payload as
+    /// its data), saving 2 bytes; any other frame as [`Frame::emit`]
+    /// (they delimit themselves). Nothing may be appended after it.
+    pub fn emit_last(&self, out: &mut Vec<u8>) {
+        match self {
+            Frame::Stream {
+                id,
+                offset,
+                fin,
+                data,
+            } => {
+                out.push(if *fin {
+                    F_STREAM_FIN_LAST
+                } else {
+                    F_STREAM_LAST
+                });
+                put_varint(out, *id);
+                put_varint(out, *offset);
+                out.extend_from_slice(data);
+            }
+            other => other.emit(out),
+        }
+    }
+
+    /// Encoded size of the frame in its payload-ending form ([`Frame::emit_last`]).
+    pub fn encoded_len_last(&self) -> usize {
+        match self {
+            Frame::Stream {
+                id, offset, data, ..
+            } => stream_last_header_len(*id, *offset) + data.len(),
+            other => other.encoded_len(),
+        }
+    }
+
     /// Encoded size of the frame.
     pub fn encoded_len(&self) -> usize {
         match self {
@@ -216,7 +292,7 @@ impl Frame<'_> {
             Frame::OpenResult { id, .. } | Frame::Reset { id, .. } => 1 + varint_len(*id) + 1,
             Frame::Stream {
                 id, offset, data, ..
-            } => 1 + varint_len(*id) + varint_len(*offset) + 2 + data.len(),
+            } => stream_header_len(*id, *offset) + data.len(),
             Frame::MaxStreamData { id, max } => 1 + varint_len(*id) + varint_len(*max),
             Frame::MaxData { max } => 1 + varint_len(*max),
         }
@@ -260,6 +336,21 @@ impl<'a> Frames<'a> {
                     id,
                     offset,
                     fin: ty == F_STREAM_FIN,
+                    data,
+                }
+            }
+            F_STREAM_LAST | F_STREAM_FIN_LAST => {
+                let id = r.varint("stream id")?;
+                let offset = r.varint("offset")?;
+                // The rest of the payload; may be empty (a FIN alone).
+                let data = r.rest();
+                if offset.checked_add(data.len() as u64).is_none() {
+                    return Err(WireError::Invalid("stream offset"));
+                }
+                Frame::Stream {
+                    id,
+                    offset,
+                    fin: ty == F_STREAM_FIN_LAST,
                     data,
                 }
             }
@@ -355,6 +446,141 @@ mod tests {
         out.extend_from_slice(&[0, 0, 0]);
         let parsed: Vec<_> = Frames::new(&out).collect::<Result<_, _>>().unwrap();
         assert_eq!(parsed, frames);
+    }
+
+    #[test]
+    fn payload_ending_stream_frames_round_trip() {
+        let lead = Frame::MaxData { max: 77 };
+        for (id, offset, fin, data) in [
+            (4u64, 0u64, false, &b"abc"[..]),
+            (400, 1 << 40, true, b"xyz"),
+            (1, 70_000, true, b""),
+            (0, 5, false, &[F_STREAM, F_PADDING, 0, 0][..]),
+        ] {
+            let f = Frame::Stream {
+                id,
+                offset,
+                fin,
+                data,
+            };
+            let mut out = Vec::new();
+            lead.emit_last(&mut out);
+            assert_eq!(
+                out.len(),
+                lead.encoded_len(),
+                "non-STREAM frames keep their form"
+            );
+            f.emit_last(&mut out);
+            assert_eq!(out.len(), lead.encoded_len() + f.encoded_len_last());
+            assert_eq!(f.encoded_len_last() + 2, f.encoded_len());
+            assert_eq!(
+                f.encoded_len_last(),
+                stream_last_header_len(id, offset) + data.len()
+            );
+            let parsed: Vec<_> = Frames::new(&out).collect::<Result<_, _>>().unwrap();
+            assert_eq!(
+                parsed,
+                [lead.clone(), f.clone()],
+                "{id} {offset} {fin} {data:?}"
+            );
+
+            // Written in the length form, then made the payload's end: the same bytes.
+            let mut rewritten = Vec::new();
+            lead.emit(&mut rewritten);
+            let start = rewritten.len();
+            f.emit(&mut rewritten);
+            assert!(drop_final_stream_length(&mut rewritten, start));
+            assert_eq!(rewritten, out);
+        }
+    }
+
+    #[test]
+    fn dropping_a_length_needs_a_length_form_stream_frame_at_the_end() {
+        let f = Frame::Stream {
+            id: 8,
+            offset: 100,
+            fin: false,
+            data: b"data",
+        };
+        let mut two = Vec::new();
+        f.emit(&mut two);
+        let second = two.len();
+        f.emit(&mut two);
+        let before = two.clone();
+        // Not the final frame; a position inside a frame; past the end; another frame type;
+        // a frame already without its length.
+        for start in [0, 1, second + 1, two.len(), two.len() + 5] {
+            assert!(!drop_final_stream_length(&mut two, start), "{start}");
+            assert_eq!(two, before);
+        }
+        let mut other = Vec::new();
+        Frame::Reset { id: 8, code: 1 }.emit(&mut other);
+        assert!(!drop_final_stream_length(&mut other, 0));
+        let mut last = Vec::new();
+        f.emit_last(&mut last);
+        let copy = last.clone();
+        assert!(!drop_final_stream_length(&mut last, 0));
+        assert_eq!(last, copy);
+        // A length that disagrees with what is left.
+        let mut short = before[second..].to_vec();
+        short.pop();
+        assert!(!drop_final_stream_length(&mut short, 0));
+        assert!(drop_final_stream_length(&mut two, second));
+        assert_eq!(two.len(), before.len() - 2);
+    }
+
+    #[test]
+    fn malformed_payload_ending_stream_frames_are_errors() {
+        // Truncated before the id or inside the offset.
+        assert!(Frames::new(&[F_STREAM_LAST]).next().unwrap().is_err());
+        assert!(Frames::new(&[F_STREAM_FIN_LAST, 4, 0x40])
+            .next()
+            .unwrap()
+            .is_err());
+        // The largest offset a varint holds still parses (a 62-bit offset plus a payload's
+        // length cannot overflow; flow control refuses it later).
+        let mut out = vec![F_STREAM_LAST, 4];
+        put_varint(&mut out, crate::wire::VARINT_MAX);
+        out.extend_from_slice(b"ab");
+        assert_eq!(
+            Frames::new(&out).next(),
+            Some(Ok(Frame::Stream {
+                id: 4,
+                offset: crate::wire::VARINT_MAX,
+                fin: false,
+                data: b"ab"
+            }))
+        );
+        // A zero-length tail is a frame without data (a FIN alone), and the end.
+        let parsed: Vec<_> = Frames::new(&[F_STREAM_FIN_LAST, 4, 9]).collect();
+        assert_eq!(
+            parsed,
+            [Ok(Frame::Stream {
+                id: 4,
+                offset: 9,
+                fin: true,
+                data: b""
+            })]
+        );
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        let mut x = 0x9e37_79b9u32;
+        for len in 0..400 {
+            let mut buf: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    (x % 0x1a) as u8 // mostly valid frame types and small varints
+                })
+                .collect();
+            let _ = Frames::new(&buf).count();
+            for start in 0..=len + 1 {
+                let _ = drop_final_stream_length(&mut buf, start);
+            }
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! Every datagram starts with a one-byte packet type. Handshake packets travel in the clear
 //! but carry a MAC keyed by the pre-shared key; data packets carry an AEAD-sealed payload
-//! made of chunks (ACK, SOURCE, REPAIR, PING, CLOSE, PADDING). The full layout, with
+//! made of chunks (ACK, SOURCE and SOURCE_LAST, REPAIR, PING, CLOSE, PADDING). The full layout, with
 //! diagrams, is in `docs/PROTOCOL.md`.
 
 use ctcp_rlnc::{Coefficients, RepairHeader, SymbolId};
@@ -20,8 +20,11 @@ pub const TYPE_DATA: u8 = 0x03;
 /// Packet type: stateless reset, sent for data packets of an unknown connection.
 pub const TYPE_RESET: u8 = 0x04;
 
-/// Length of a connection id on the wire.
-pub const CONN_ID_LEN: usize = 8;
+/// Length of a connection id on the wire: 32 bits, chosen at random by the client. Only
+/// the sessions of one server endpoint share an id space (at most `max_sessions`, 256 by
+/// default), so a clash is a 2^-32-per-session event, and the endpoint refuses a clashing
+/// handshake instead of touching the live session (see `Endpoint`).
+pub const CONN_ID_LEN: usize = 4;
 /// Length of the handshake randoms.
 pub const RANDOM_LEN: usize = 32;
 /// Length of a handshake MAC and of a stateless-reset token.
@@ -193,7 +196,7 @@ fn low32(v: u64) -> u32 {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Initiate {
     /// Connection id chosen by the client; names the session in both directions.
-    pub conn_id: u64,
+    pub conn_id: u32,
     /// Client randomness for the key schedule.
     pub client_random: [u8; RANDOM_LEN],
     /// Client wall-clock time in milliseconds since the Unix epoch, for replay rejection.
@@ -213,7 +216,7 @@ impl Initiate {
         if version != VERSION {
             return Err(WireError::Version(version));
         }
-        let conn_id = r.u64("conn id")?;
+        let conn_id = r.u32("conn id")?;
         let client_random = r.array("client random")?;
         let timestamp_ms = r.u64("timestamp")?;
         let mac = r.array("mac")?;
@@ -250,7 +253,7 @@ impl Initiate {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Accept {
     /// The connection id from the INITIATE.
-    pub conn_id: u64,
+    pub conn_id: u32,
     /// Server randomness for the key schedule.
     pub server_random: [u8; RANDOM_LEN],
     /// HMAC over the preceding fields and the client random, binding it to the request.
@@ -268,7 +271,7 @@ impl Accept {
         if version != VERSION {
             return Err(WireError::Version(version));
         }
-        let conn_id = r.u64("conn id")?;
+        let conn_id = r.u32("conn id")?;
         let server_random = r.array("server random")?;
         let mac = r.array("mac")?;
         if !r.is_empty() {
@@ -302,7 +305,7 @@ impl Accept {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reset {
     /// The connection the reset is for.
-    pub conn_id: u64,
+    pub conn_id: u32,
     /// `HMAC(psk, "reset" ‖ conn_id)`, which only a PSK holder can compute.
     pub token: [u8; MAC_LEN],
 }
@@ -314,7 +317,7 @@ impl Reset {
         if r.u8("type")? != TYPE_RESET {
             return Err(WireError::Invalid("reset type"));
         }
-        let conn_id = r.u64("conn id")?;
+        let conn_id = r.u32("conn id")?;
         let token = r.array("token")?;
         if !r.is_empty() {
             return Err(WireError::Invalid("reset length"));
@@ -333,7 +336,7 @@ impl Reset {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DataHeader {
     /// The session.
-    pub conn_id: u64,
+    pub conn_id: u32,
     /// Transmission number: unique per datagram sent in this direction. The wire carries
     /// its low 32 bits; the AEAD nonce is derived from all 64.
     pub pn: u64,
@@ -350,7 +353,7 @@ impl DataHeader {
         if r.u8("type")? != TYPE_DATA {
             return Err(WireError::Invalid("data type"));
         }
-        let conn_id = r.u64("conn id")?;
+        let conn_id = r.u32("conn id")?;
         let truncated = r.u32("packet number")?;
         let expected = largest_pn.map_or(0, |l| l.saturating_add(1));
         Ok(DataHeader {
@@ -367,7 +370,7 @@ impl DataHeader {
 }
 
 /// Reads the connection id of any packet type, for demultiplexing before decryption.
-pub fn peek_conn_id(buf: &[u8]) -> Result<(u8, u64), WireError> {
+pub fn peek_conn_id(buf: &[u8]) -> Result<(u8, u32), WireError> {
     let mut r = Reader::new(buf);
     let ty = r.u8("type")?;
     match ty {
@@ -382,12 +385,12 @@ pub fn peek_conn_id(buf: &[u8]) -> Result<(u8, u64), WireError> {
             })
         }
     }
-    Ok((ty, r.u64("conn id")?))
+    Ok((ty, r.u32("conn id")?))
 }
 
 /// Chunk type: acknowledgement.
 pub const CHUNK_ACK: u8 = 0x01;
-/// Chunk type: source symbol.
+/// Chunk type: source symbol with a 2-byte length, so other chunks may follow it.
 pub const CHUNK_SOURCE: u8 = 0x02;
 /// Chunk type: repair symbol.
 pub const CHUNK_REPAIR: u8 = 0x03;
@@ -397,6 +400,10 @@ pub const CHUNK_PING: u8 = 0x04;
 pub const CHUNK_CLOSE: u8 = 0x05;
 /// Chunk type: padding to the end of the packet.
 pub const CHUNK_PADDING: u8 = 0x06;
+/// Chunk type: source symbol without a length, its payload running to the end of the
+/// packet. The sender uses it when the SOURCE chunk is the packet's last (it always is),
+/// saving the 2-byte length of [`CHUNK_SOURCE`].
+pub const CHUNK_SOURCE_LAST: u8 = 0x07;
 
 /// An acknowledgement: what the decoder holds and which transmissions arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -449,6 +456,9 @@ impl Ack {
 pub const SYMBOL_ID_LEN: usize = 4;
 /// Encoded size of a SOURCE chunk header: type, truncated symbol id, length.
 pub const SOURCE_HEADER_LEN: usize = 1 + SYMBOL_ID_LEN + 2;
+/// Encoded size of a SOURCE chunk header in its packet-ending form
+/// ([`CHUNK_SOURCE_LAST`]): type, truncated symbol id.
+pub const SOURCE_LAST_HEADER_LEN: usize = 1 + SYMBOL_ID_LEN;
 /// Encoded size of a REPAIR chunk header in key form: type, truncated first id, count,
 /// coefficient form, key.
 pub const REPAIR_HEADER_LEN: usize = 1 + SYMBOL_ID_LEN + 2 + 1 + 2;
@@ -542,6 +552,16 @@ impl<'a> Iterator for Chunks<'a> {
                         payload: self.r.bytes(len, "source payload")?,
                     })
                 })(),
+                CHUNK_SOURCE_LAST => (|| {
+                    let id = expand_u32(self.expected_id, self.r.u32("source id")?);
+                    // The rest of the packet; its length is implied and must fit a symbol
+                    // with its 2-byte length prefix, as for CHUNK_SOURCE.
+                    let payload = self.r.rest();
+                    if payload.len() + 2 > self.symbol_size {
+                        return Err(WireError::Invalid("source length"));
+                    }
+                    Ok(Chunk::Source { id, payload })
+                })(),
                 CHUNK_REPAIR => (|| {
                     let first = expand_u32(self.expected_id, self.r.u32("repair first")?);
                     let count = self.r.u16("repair count")?;
@@ -597,6 +617,15 @@ pub fn emit_source(out: &mut Vec<u8>, id: SymbolId, payload: &[u8]) {
     out.push(CHUNK_SOURCE);
     out.extend_from_slice(&low32(id).to_le_bytes());
     out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(payload);
+}
+
+/// Appends a SOURCE chunk that ends the packet: [`CHUNK_SOURCE_LAST`], the low 32 bits of
+/// `id`, the payload, and no length (the receiver takes the rest of the plaintext). Nothing
+/// may be appended after it.
+pub fn emit_source_last(out: &mut Vec<u8>, id: SymbolId, payload: &[u8]) {
+    out.push(CHUNK_SOURCE_LAST);
+    out.extend_from_slice(&low32(id).to_le_bytes());
     out.extend_from_slice(payload);
 }
 
@@ -771,6 +800,31 @@ mod tests {
     }
 
     #[test]
+    fn reset_round_trip_and_sizes() {
+        let r = Reset {
+            conn_id: u32::MAX,
+            token: [8; MAC_LEN],
+        };
+        let mut out = Vec::new();
+        r.emit(&mut out);
+        assert_eq!(out.len(), RESET_LEN);
+        assert_eq!(Reset::parse(&out).unwrap(), r);
+        assert_eq!(peek_conn_id(&out).unwrap(), (TYPE_RESET, u32::MAX));
+        assert!(Reset::parse(&out[..RESET_LEN - 1]).is_err());
+        // The sizes docs/PROTOCOL.md states.
+        assert_eq!(
+            (
+                DATA_HEADER_LEN,
+                INITIATE_LEN,
+                ACCEPT_LEN,
+                RESET_LEN,
+                MIN_DATA_LEN
+            ),
+            (9, 62, 54, 21, 25)
+        );
+    }
+
+    #[test]
     fn chunks_round_trip() {
         let ack = Ack {
             next_in_order: 5,
@@ -824,6 +878,94 @@ mod tests {
                 code: 3,
                 reason: b"bye"
             }
+        );
+    }
+
+    #[test]
+    fn source_last_round_trips_and_rejects_what_cannot_be_a_symbol() {
+        const S: usize = 64;
+        let ack = Ack {
+            next_in_order: 1,
+            largest_pn: 3,
+            ..Ack::default()
+        };
+        // Behind an ACK, as a sender builds it: the payload is the rest of the plaintext.
+        for len in [1usize, 5, S - 3, S - 2] {
+            let payload: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let mut out = Vec::new();
+            ack.emit(&mut out);
+            emit_source_last(&mut out, 9, &payload);
+            assert_eq!(out.len(), ACK_CHUNK_LEN + SOURCE_LAST_HEADER_LEN + len);
+            let chunks: Vec<_> = Chunks::new(&out, S, 0).collect::<Result<_, _>>().unwrap();
+            assert_eq!(
+                chunks,
+                [
+                    Chunk::Ack(ack),
+                    Chunk::Source {
+                        id: 9,
+                        payload: &payload
+                    }
+                ],
+                "{len}"
+            );
+        }
+        // The id is truncated and expanded as in the length form.
+        let mut out = Vec::new();
+        emit_source_last(&mut out, (1 << 32) + 7, b"ab");
+        assert_eq!(
+            Chunks::new(&out, S, 1 << 32).next(),
+            Some(Ok(Chunk::Source {
+                id: (1 << 32) + 7,
+                payload: b"ab"
+            }))
+        );
+        // A zero-length tail is an empty payload, as a length-form chunk of length 0 is.
+        let mut out = Vec::new();
+        emit_source_last(&mut out, 4, b"");
+        assert_eq!(out.len(), SOURCE_LAST_HEADER_LEN);
+        let chunks: Vec<_> = Chunks::new(&out, S, 0).collect();
+        assert_eq!(
+            chunks,
+            [Ok(Chunk::Source {
+                id: 4,
+                payload: b""
+            })]
+        );
+        // A tail longer than S − 2 cannot be a symbol's payload.
+        let mut out = Vec::new();
+        emit_source_last(&mut out, 4, &[1u8; S - 1]);
+        let chunks: Vec<_> = Chunks::new(&out, S, 0).collect();
+        assert_eq!(chunks, [Err(WireError::Invalid("source length"))]);
+        // Truncated inside the id: an error, and nothing after it.
+        for cut in 1..SOURCE_LAST_HEADER_LEN {
+            let chunks: Vec<_> = Chunks::new(&out[..cut], S, 0).collect();
+            assert_eq!(chunks, [Err(WireError::Truncated("source id"))], "{cut}");
+        }
+        // Whatever follows a SOURCE_LAST is its payload, chunk-like bytes included.
+        let mut out = Vec::new();
+        emit_source_last(&mut out, 4, &[CHUNK_PING, CHUNK_PADDING]);
+        let chunks: Vec<_> = Chunks::new(&out, S, 0).collect();
+        assert_eq!(
+            chunks,
+            [Ok(Chunk::Source {
+                id: 4,
+                payload: &[CHUNK_PING, CHUNK_PADDING]
+            })]
+        );
+        // The length form still parses, also with a chunk after it.
+        let mut out = Vec::new();
+        emit_source(&mut out, 4, b"xyz");
+        emit_ping(&mut out);
+        let chunks: Vec<_> = Chunks::new(&out, S, 0).collect::<Result<_, _>>().unwrap();
+        assert_eq!(
+            chunks,
+            [
+                Chunk::Source {
+                    id: 4,
+                    payload: b"xyz"
+                },
+                Chunk::Ping
+            ]
         );
     }
 

@@ -1,5 +1,6 @@
 //! Every datagram stays within `max_datagram`, also when ACKs, repairs and full source
-//! symbols compete for the same packet (both directions busy, packets lost).
+//! symbols compete for the same packet (both directions busy, packets lost); and source
+//! packets are exactly as long as their frames in the length-less form that ends them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -102,4 +103,106 @@ fn handshake_attempts_go_out_in_threes() {
         vec![0, 20, 40, 340, 360, 380],
         "INITIATE send times (ms)"
     );
+}
+
+/// A bulk sender's source packets fill their symbol exactly: the STREAM frame that ends
+/// the symbol carries no length and takes every byte up to `S − 2`. A small write's
+/// packet is exactly as long as its frame in that form too (its length is dropped after
+/// the fact, as nothing follows it).
+#[test]
+fn source_packets_end_with_a_length_less_stream_frame() {
+    use ctcp_proto::frame::stream_last_header_len;
+    use ctcp_proto::wire::{
+        ACK_CHUNK_LEN, DATA_HEADER_LEN, REPAIR_HEADER_LEN, SOURCE_LAST_HEADER_LEN, TAG_LEN,
+    };
+    let config = TransportConfig::default();
+    let (s, max) = (config.symbol_size, config.max_datagram);
+    let mut d = Duo::new(config);
+    let _ = d.establish();
+    let id = d
+        .cli
+        .connection_mut(d.h)
+        .unwrap()
+        .open_stream(Target::Domain("t.test".into(), 1))
+        .unwrap();
+    let framing = DATA_HEADER_LEN + SOURCE_LAST_HEADER_LEN + TAG_LEN;
+    let (mut written, mut got) = (0usize, 0usize);
+    let total = 2 << 20;
+    let chunk = vec![0x3cu8; 64 << 10];
+    let mut buf = vec![0u8; 64 << 10];
+    let (mut full, mut sources, mut sizes) = (0usize, 0usize, Vec::new());
+    let repair = DATA_HEADER_LEN + REPAIR_HEADER_LEN + s + TAG_LEN;
+    let mut out = Vec::new();
+    let mut srv_handle = None;
+    for _ in 0..20_000 {
+        d.now += Duration::from_micros(500);
+        let c = d.cli.connection_mut(d.h).unwrap();
+        while written < total {
+            match c.write(id, &chunk[..chunk.len().min(total - written)]) {
+                Ok(k) if k > 0 => written += k,
+                _ => break,
+            }
+        }
+        while let Some(t) = d.cli.poll_transmit(d.now, &mut out) {
+            sizes.push(t.size);
+            // Source packets (not repairs, not the few small ones where the writer ran dry).
+            if t.size > s / 2 && t.size != repair {
+                sources += 1;
+                full += usize::from(t.size == framing + s - 2 || t.size == max);
+            }
+            let mut p = out[..t.size].to_vec();
+            d.srv.handle_datagram(d.now, d.ca, &mut p);
+        }
+        while let Some(t) = d.srv.poll_transmit(d.now, &mut out) {
+            let mut p = out[..t.size].to_vec();
+            d.cli.handle_datagram(d.now, d.sa, &mut p);
+        }
+        d.cli.handle_timeout(d.now);
+        d.srv.handle_timeout(d.now);
+        let h = *srv_handle.get_or_insert_with(|| d.srv.handles()[0]);
+        while let Ok(ReadOutcome::Data(n)) = d.srv.connection_mut(h).unwrap().read(id, &mut buf) {
+            assert!(buf[..n].iter().all(|&b| b == 0x3c));
+            got += n;
+        }
+        if got == total {
+            break;
+        }
+    }
+    assert_eq!(got, total);
+    // Every full symbol's packet: 9 + 5 + 1406 + 16 bytes, or 1452 with an ACK in front
+    // (S − 2 − 43 bytes of frames then).
+    assert!(
+        sources > 1000 && full * 20 >= sources * 19,
+        "{full} of {sources} source packets fill their symbol; sizes {:?}",
+        {
+            let mut h = std::collections::BTreeMap::new();
+            for &x in &sizes {
+                *h.entry(x).or_insert(0) += 1;
+            }
+            h
+        }
+    );
+
+    // Now a small write on the idle stream: one source packet holding one STREAM frame
+    // in its length-less form (and maybe an ACK).
+    for _ in 0..200 {
+        let _ = d.step(Duration::from_millis(5));
+    }
+    let c = d.cli.connection_mut(d.h).unwrap();
+    assert_eq!(c.write(id, &[7u8; 100]).unwrap(), 100);
+    let t = d.cli.poll_transmit(d.now, &mut out).unwrap();
+    let expect = framing + stream_last_header_len(id, total as u64) + 100;
+    assert!(
+        t.size == expect || t.size == expect + ACK_CHUNK_LEN,
+        "a {}-byte packet, expected {expect} (+{ACK_CHUNK_LEN} with an ACK)",
+        t.size
+    );
+    let mut p = out[..t.size].to_vec();
+    d.srv.handle_datagram(d.now, d.ca, &mut p);
+    let h = srv_handle.unwrap();
+    assert_eq!(
+        d.srv.connection_mut(h).unwrap().read(id, &mut buf),
+        Ok(ReadOutcome::Data(100))
+    );
+    assert_eq!(&buf[..100], &[7u8; 100]);
 }

@@ -316,8 +316,12 @@ async fn a_flood_of_random_and_replayed_datagrams_at_the_reverse_changes_nothing
         replies.len(),
         replies.iter().max()
     );
-    // Only stateless resets (25 B) or ACCEPT re-sends (58 B) may answer, rate-limited.
-    assert!(replies.iter().all(|&l| l == 25 || l == 58), "{replies:?}");
+    // Only stateless resets (21 B) or ACCEPT re-sends (54 B) may answer, rate-limited.
+    use ctcp_proto::wire::{ACCEPT_LEN, RESET_LEN};
+    assert!(
+        replies.iter().all(|&l| l == RESET_LEN || l == ACCEPT_LEN),
+        "{replies:?}"
+    );
     assert!(replies.len() < n / 10, "{} replies", replies.len());
 
     // The real session is untouched and still carries data.

@@ -16,10 +16,16 @@ fn main() {
     let rtt: u64 = a.get(1).map_or(500, |s| s.parse().unwrap());
     let loss: f64 = a.get(2).map_or(0.05, |s| s.parse().unwrap());
     let mb: f64 = a.get(3).map_or(20.0, |s| s.parse().unwrap());
-    let link = LinkSpec::new(10_000_000, Duration::from_millis(rtt)).loss(if loss > 0.0 {
-        LossModel::Bernoulli(loss)
-    } else {
+    // GILBERT=1: bursty loss with mean LOSS and mean burst 4 (the sweep's Gilbert row).
+    let link = LinkSpec::new(10_000_000, Duration::from_millis(rtt)).loss(if loss <= 0.0 {
         LossModel::None
+    } else if std::env::var_os("GILBERT").is_some() {
+        LossModel::Gilbert {
+            mean: loss,
+            burst: 4.0,
+        }
+    } else {
+        LossModel::Bernoulli(loss)
     });
     // REORDER=1: 2 % of packets 50 ms late (the sweep's reordering row).
     let link = if std::env::var_os("REORDER").is_some() {

@@ -414,11 +414,12 @@ fn report(sim: &Sim, flow: FlowId, link: &LinkSpec, total: u64, start: Instant) 
 /// Fraction of link bytes that can be goodput (headers, tags and ACK chunks excluded):
 /// used so "90 % of the link" means 90 % of what a perfect sender could deliver.
 fn payload_fraction() -> f64 {
-    // DATA header + SOURCE chunk header + a full symbol's payload + AEAD tag (no ACK rides
-    // on a bulk sender's data packets).
-    use ctcp_proto::wire::{DATA_HEADER_LEN, SOURCE_HEADER_LEN, TAG_LEN};
+    // DATA header + SOURCE chunk header (the packet-ending form without a length, the
+    // only one a sender emits) + a full symbol's payload + AEAD tag (no ACK rides on a
+    // bulk sender's data packets).
+    use ctcp_proto::wire::{DATA_HEADER_LEN, SOURCE_LAST_HEADER_LEN, TAG_LEN};
     let payload = TransportConfig::default().symbol_size - 2;
-    payload as f64 / (DATA_HEADER_LEN + SOURCE_HEADER_LEN + payload + TAG_LEN) as f64
+    payload as f64 / (DATA_HEADER_LEN + SOURCE_LAST_HEADER_LEN + payload + TAG_LEN) as f64
 }
 
 /// p99 of per-byte (read time − write time − one-way delay), sampled at read boundaries.
