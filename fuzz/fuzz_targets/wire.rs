@@ -19,7 +19,9 @@ fuzz_target!(|data: &[u8]| {
     let _ = Reset::parse(data);
     let _ = DataHeader::parse(data, None);
     let _ = DataHeader::parse(data, Some(reference));
-    for c in Chunks::new(data, 1344, reference) {
+    // The deployed symbol size, so every valid SOURCE_LAST length (up to S − 2) is reached.
+    let symbol_size = ctcp_proto::TransportConfig::default().symbol_size;
+    for c in Chunks::new(data, symbol_size, reference) {
         if c.is_err() {
             break;
         }

@@ -257,9 +257,15 @@ impl Endpoint {
             self.drops.malformed += 1;
             return;
         }
-        let Ok(init) = Initiate::parse(data) else {
-            self.drops.malformed += 1;
-            return;
+        let init = match Initiate::parse(data) {
+            Ok(init) => init,
+            Err(e) => {
+                self.drops.malformed += 1;
+                if let wire::WireError::Version(v) = e {
+                    tracing::debug!(%from, version = v, ours = wire::VERSION, "handshake from another protocol version (upgrade both sides)");
+                }
+                return;
+            }
         };
         if self.config.psk.verify_initiate(&init).is_err() {
             self.drops.bad_handshake += 1;

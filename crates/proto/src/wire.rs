@@ -8,8 +8,10 @@
 use ctcp_rlnc::{Coefficients, RepairHeader, SymbolId};
 use thiserror::Error;
 
-/// Protocol version carried in the handshake.
-pub const VERSION: u8 = 1;
+/// Protocol version carried in the handshake. 2 since 4-byte connection ids and the
+/// length-less SOURCE chunk and STREAM frames (2026-11); a version-1 peer is refused at
+/// the handshake.
+pub const VERSION: u8 = 2;
 
 /// Packet type: client → server handshake request.
 pub const TYPE_INITIATE: u8 = 0x01;

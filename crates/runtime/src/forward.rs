@@ -234,7 +234,16 @@ async fn relay_fast_open(
                     tracing::debug!(%from, %target, "stream open (fast open)");
                     opened = true;
                 }
-                done = &mut relay => break done.map(|_| None).unwrap_or(Some(reply::GENERAL_FAILURE)),
+                done = &mut relay => match done {
+                    Ok((up, down)) => {
+                        tracing::debug!(%from, up, down, "client done");
+                        break None;
+                    }
+                    Err(e) => {
+                        tracing::debug!(%from, error = %e, "client connection ended with error");
+                        break Some(reply::GENERAL_FAILURE);
+                    }
+                },
             }
         }
     };

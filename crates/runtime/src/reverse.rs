@@ -122,10 +122,7 @@ async fn handle_stream(driver: Driver, incoming: IncomingStream, opts: ReverseOp
         }
         Err(code) => {
             tracing::debug!(session = conn.0, stream = id, %target, code, "connect failed");
-            let _ = stream.send_open_result(code);
-            let _ = tokio::io::AsyncWriteExt::shutdown(&mut stream).await;
-            // The forward side resets the stream on a failure; drain our half.
-            let _ = tokio::io::copy(&mut stream, &mut tokio::io::sink()).await;
+            stream.fail_open(code);
         }
     }
 }

@@ -82,6 +82,21 @@ impl TunnelStream {
             .map_err(api)
     }
 
+    /// Reports a failed connect (reverse role): the result and a RESET with the same code
+    /// leave in one step, so they share a symbol. Why not a FIN: the opener may have
+    /// answered its client before the result (fast open) and be relaying already; a FIN
+    /// that overtook a lost result would reach that client as a clean, empty close, while
+    /// a RESET always reads as an error.
+    pub fn fail_open(&mut self, code: u8) {
+        let id = self.id;
+        let _ = self.driver.with_conn(self.conn, |c, _| {
+            let _ = c.send_open_result(id, code);
+            c.reset(id, code)
+        });
+        self.read_eof = true;
+        self.write_closed = true;
+    }
+
     /// Resets the stream in both directions.
     pub fn reset(&mut self, code: u8) {
         let id = self.id;

@@ -153,7 +153,7 @@ fn shares_a_100ms_bottleneck_fairly_with_cubic_at_every_phase() {
 }
 
 /// Liveness on a very lossy path: short sessions lose handshake datagrams, their last
-/// symbols and the repairs sent for them. The handshake retries in pairs, and the sender
+/// symbols and the repairs sent for them. The handshake retries in threes, and the sender
 /// keeps probing until every symbol is acknowledged (a receiver that never saw the tail
 /// reports no deficit). 60 seeds at 30 % loss each way; one seed (31253) used to fail its
 /// handshake outright.

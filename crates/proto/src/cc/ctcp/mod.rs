@@ -276,8 +276,9 @@ impl Controller for Ctcp {
         ));
         self.cut(now, rtt);
         self.backoffs += 1;
-        if self.last_beta < backoff::BETA_MAX {
-            // β = RTT_min/round_min (or deeper) drains the standing queue, so it renews
+        if backoff::BETA_MIN < self.last_beta && self.last_beta < backoff::BETA_MAX {
+            // An unclamped β = RTT_min/round_min drains the standing queue (one clamped
+            // at BETA_MIN leaves part of a deeper one, at BETA_MAX most of it), so it renews
             // the minimum RTT as a deliberate drain would: without this a drain came due
             // right after the backoff (the minimum's sample was old because the queue had
             // stood for seconds) and cut again, to 0.64 BDP at 500 ms, leaving the link
