@@ -56,10 +56,11 @@ fn twenty_megabytes_over_500ms_with_20_percent_loss() {
         r.repair_overhead, r.wire_per_goodput
     );
     assert!(r.bytes_ok, "transfer not byte-exact");
-    // Kernel Cubic gets ~0.3 % of the link here. Measured 0.840 for the whole transfer,
-    // handshake and start-up included (0.89 steady); the issue asks 0.9, so this guards
-    // the current level against regressions (see BENCHMARKS.md).
-    assert!(eff >= 0.78, "efficiency {eff}");
+    // Kernel Cubic gets ~0.3 % of the link here. Whole transfer, handshake and start-up
+    // included: 0.840 two passes ago, 0.903 now (the sweep's seed for this cell, with a
+    // 64 KiB send buffer, gives 0.898). The simulation is deterministic, so this fails
+    // only when a change costs efficiency.
+    assert!(eff >= 0.9, "efficiency {eff}");
     assert!(
         r.wire_per_goodput <= 1.05 / 0.8 * 1.1,
         "wire/goodput {}",
