@@ -1121,11 +1121,8 @@ impl Connection {
                 // The round the controller backed off for stays out of the random-loss
                 // estimate (see `Controller::congestion_span`), deliveries and losses
                 // alike: dropping only its losses would bias the estimate low.
-                if congestion {
-                } else if p.delivered {
-                    self.loss.on_outcome(true);
-                } else if p.lost || p.vanished {
-                    self.loss.on_outcome(false);
+                if !congestion && (p.delivered || p.lost || p.vanished) {
+                    self.loss.on_outcome(p.delivered);
                 }
             }
             self.sent.pop_front();
@@ -1492,15 +1489,8 @@ impl Connection {
                 return self.finish_packet(now, buf, SentKind::Control, false);
             }
         };
-        let coefficients = match &header.coefficients {
-            ctcp_rlnc::Coefficients::Key(_) => 2,
-            ctcp_rlnc::Coefficients::Explicit(v) => v.len(),
-        };
-        self.emit_ack_if_fits(
-            now,
-            buf,
-            wire::REPAIR_HEADER_LEN - 2 + coefficients + self.repair_buf.len(),
-        );
+        let body = wire::repair_chunk_len(&header, self.repair_buf.len());
+        self.emit_ack_if_fits(now, buf, body);
         wire::emit_repair(buf, &header, &self.repair_buf);
         let reactive = origin == RepairOrigin::Debt;
         match origin {

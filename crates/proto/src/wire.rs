@@ -631,6 +631,17 @@ pub fn emit_source_last(out: &mut Vec<u8>, id: SymbolId, payload: &[u8]) {
     out.extend_from_slice(payload);
 }
 
+/// Encoded size of the REPAIR chunk [`emit_repair`] writes for `header` and `data_len`
+/// bytes of coded data (the key form's 2-byte key or the explicit coefficients).
+#[must_use]
+pub fn repair_chunk_len(header: &RepairHeader, data_len: usize) -> usize {
+    let coefficients = match &header.coefficients {
+        Coefficients::Key(_) => 2,
+        Coefficients::Explicit(v) => v.len(),
+    };
+    REPAIR_HEADER_LEN - 2 + coefficients + data_len
+}
+
 /// Appends a REPAIR chunk (the low 32 bits of `header.first`; see [`Chunks::new`]).
 pub fn emit_repair(out: &mut Vec<u8>, header: &RepairHeader, data: &[u8]) {
     out.push(CHUNK_REPAIR);

@@ -5,7 +5,7 @@
 
 mod common;
 use common::Duo;
-use ctcp_proto::{ReadOutcome, Target, TransportConfig};
+use ctcp_proto::{ReadOutcome, TransportConfig};
 use std::time::Duration;
 
 #[test]
@@ -14,12 +14,7 @@ fn busy_lossy_bidirectional_traffic_never_exceeds_max_datagram() {
     let max = config.max_datagram;
     let mut d = Duo::new(config);
     let _ = d.establish();
-    let id = d
-        .cli
-        .connection_mut(d.h)
-        .unwrap()
-        .open_stream(Target::Domain("t.test".into(), 1))
-        .unwrap();
+    let id = d.open_stream();
     let chunk = vec![0x5au8; 32 << 10];
     let (mut sizes, mut full, mut n) = (Vec::new(), 0usize, 0u64);
     let mut out = Vec::new();
@@ -119,12 +114,7 @@ fn source_packets_end_with_a_length_less_stream_frame() {
     let (s, max) = (config.symbol_size, config.max_datagram);
     let mut d = Duo::new(config);
     let _ = d.establish();
-    let id = d
-        .cli
-        .connection_mut(d.h)
-        .unwrap()
-        .open_stream(Target::Domain("t.test".into(), 1))
-        .unwrap();
+    let id = d.open_stream();
     let framing = DATA_HEADER_LEN + SOURCE_LAST_HEADER_LEN + TAG_LEN;
     let (mut written, mut got) = (0usize, 0usize);
     let total = 2 << 20;

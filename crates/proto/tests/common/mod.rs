@@ -1,7 +1,7 @@
 //! Two endpoints in one process, pumped by hand on a fixed clock.
 #![allow(dead_code, unreachable_pub, clippy::disallowed_methods)] // a fixed base Instant
 
-use ctcp_proto::{ConnectionHandle, Endpoint, EndpointConfig, Psk, TransportConfig};
+use ctcp_proto::{ConnectionHandle, Endpoint, EndpointConfig, Psk, Target, TransportConfig};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -57,6 +57,15 @@ impl Duo {
         self.cli.handle_timeout(self.now);
         self.srv.handle_timeout(self.now);
         carried
+    }
+
+    /// Opens a client stream to a test target (the session must be established).
+    pub fn open_stream(&mut self) -> u64 {
+        self.cli
+            .connection_mut(self.h)
+            .expect("the client's connection exists")
+            .open_stream(Target::Domain("t.test".into(), 1))
+            .expect("a stream opens on an established session")
     }
 
     /// Pumps until the client's connection is established (or panics after 10 s);
