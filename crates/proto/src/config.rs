@@ -40,6 +40,10 @@ pub struct TransportConfig {
     pub max_rate_bps: Option<u64>,
     /// Initial congestion window in packets.
     pub initial_window: u64,
+    /// INITIATE copies the client sends back to back, padded to `max_datagram`, so the
+    /// handshake measures the path's rate both ways (see `handshake_train`); 0 sends one
+    /// small copy instead and leaves rate finding to the start-up probe. At most 64.
+    pub handshake_train: u8,
 }
 
 impl Default for TransportConfig {
@@ -61,6 +65,7 @@ impl Default for TransportConfig {
             congestion: ControllerKind::Ctcp,
             max_rate_bps: None,
             initial_window: 32,
+            handshake_train: 16,
         }
     }
 }

@@ -11,6 +11,7 @@ use crate::crypto::{open_data, PacketKey, Psk, ReplayWindow};
 use crate::estimate::loss::LossEstimator;
 use crate::estimate::reorder::ReorderEstimator;
 use crate::frame::{Frame, Frames, StreamId, Target};
+use crate::handshake_train::{self, Arrivals};
 use crate::pacer::Pacer;
 use crate::redundancy::RedundancyPolicy;
 use crate::rtt::RttEstimator;
@@ -202,8 +203,8 @@ struct SentPacket {
 enum State {
     /// Client waiting for ACCEPT.
     Handshake {
-        initiate: Vec<u8>,
-        client_random: [u8; RANDOM_LEN],
+        /// The signed INITIATE outside the train (position 0, unpadded).
+        initiate: Initiate,
         next_send: Instant,
         attempts: u32,
     },
@@ -371,7 +372,19 @@ pub struct Connection {
     last_sent: Option<Instant>,
     ping_pending: bool,
     close_frame: Option<(u16, String)>,
-    accept_pending: Option<Vec<u8>>,
+    /// ACCEPTs to send, one per INITIATE copy received (server; at most
+    /// [`MAX_PENDING_ACCEPTS`]).
+    accept_pending: VecDeque<Vec<u8>>,
+    /// The handshake randoms (the server's is zero on the client until an ACCEPT).
+    client_random: [u8; RANDOM_LEN],
+    server_random: [u8; RANDOM_LEN],
+    /// Handshake train arrivals: INITIATE copies on the server, ACCEPTs on the client.
+    train_arrivals: Arrivals,
+    /// The client's side of the handshake probe, until it has reported (see
+    /// `handshake_train`).
+    train_probe: Option<TrainProbe>,
+    /// A PATH frame from the client, applied with the next `now`.
+    path_pending: Option<(u64, u64, bool)>,
     scratch: Vec<u8>,
     payload: Vec<u8>,
     repair_buf: Vec<u8>,
@@ -404,8 +417,38 @@ pub struct Connection {
     stats: ConnectionStats,
 }
 
+/// The client's handshake-train measurement in progress.
+#[derive(Debug, Clone)]
+struct TrainProbe {
+    /// When the first train copy left, and the copies' datagram length.
+    sent: Option<(Instant, usize)>,
+    /// The server's arrival report with the most copies so far.
+    report: handshake_train::Report,
+    /// Shortest INITIATE → ACCEPT time of a train copy.
+    rtt: Option<Duration>,
+    /// The measurement ends at this time (reset by each train ACCEPT).
+    deadline: Option<Instant>,
+}
+
+/// ACCEPTs queued at most; more INITIATE copies before the next send are not answered.
+const MAX_PENDING_ACCEPTS: usize = 64;
+
+/// How the endpoint creates a connection.
+#[derive(Debug)]
+pub(crate) enum Role {
+    /// A client: the signed INITIATE (position 0, unpadded) it sends copies of.
+    Client(Initiate),
+    /// A server that verified an INITIATE: its keys (send, receive) and both randoms.
+    Server {
+        keys: Box<(PacketKey, PacketKey)>,
+        client_random: [u8; RANDOM_LEN],
+        server_random: [u8; RANDOM_LEN],
+    },
+}
+
 #[derive(Debug, Clone)]
 enum OwnedFrame {
+    Path { rate: u64, rtt_us: u64, exact: bool },
     Open { id: StreamId, target: Target },
     OpenResult { id: StreamId, code: u8 },
     Reset { id: StreamId, code: u8 },
@@ -416,6 +459,15 @@ enum OwnedFrame {
 impl OwnedFrame {
     fn as_frame(&self) -> Frame<'static> {
         match self.clone() {
+            OwnedFrame::Path {
+                rate,
+                rtt_us,
+                exact,
+            } => Frame::Path {
+                rate,
+                rtt_us,
+                exact,
+            },
             OwnedFrame::Open { id, target } => Frame::Open { id, target },
             OwnedFrame::OpenResult { id, code } => Frame::OpenResult { id, code },
             OwnedFrame::Reset { id, code } => Frame::Reset { id, code },
@@ -448,17 +500,13 @@ const PACKET_THRESHOLD: u64 = 3;
 pub const RESET_REFUSED: u8 = 0xfe;
 
 impl Connection {
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
-        side: Side,
+        role: Role,
         conn_id: u32,
         remote: SocketAddr,
         now: Instant,
         config: Arc<TransportConfig>,
         psk: Arc<Psk>,
-        keys: Option<(PacketKey, PacketKey)>,
-        initiate: Option<Vec<u8>>,
-        client_random: [u8; RANDOM_LEN],
     ) -> Self {
         let codec = CodecConfig {
             symbol_size: config.symbol_size,
@@ -474,19 +522,39 @@ impl Connection {
             mtu: config.max_datagram,
             ..CcConfig::default()
         };
-        let state = match initiate {
-            Some(initiate) => State::Handshake {
-                initiate,
+        let (side, state, keys, client_random, server_random) = match role {
+            Role::Client(initiate) => {
+                let client_random = initiate.client_random;
+                let state = State::Handshake {
+                    initiate,
+                    next_send: now,
+                    attempts: 0,
+                };
+                (Side::Client, state, None, client_random, [0; RANDOM_LEN])
+            }
+            Role::Server {
+                keys,
                 client_random,
-                next_send: now,
-                attempts: 0,
-            },
-            None => State::Established,
+                server_random,
+            } => (
+                Side::Server,
+                State::Established,
+                Some(*keys),
+                client_random,
+                server_random,
+            ),
         };
         let (tx_key, rx_key) = match keys {
             Some((tx, rx)) => (Some(tx), Some(rx)),
             None => (None, None),
         };
+        let train_probe =
+            (side == Side::Client && config.handshake_train > 0).then_some(TrainProbe {
+                sent: None,
+                report: handshake_train::Report::default(),
+                rtt: None,
+                deadline: None,
+            });
         let stream_parity = match side {
             Side::Client => 0,
             Side::Server => 1,
@@ -529,7 +597,12 @@ impl Connection {
             last_sent: None,
             ping_pending: false,
             close_frame: None,
-            accept_pending: None,
+            accept_pending: VecDeque::new(),
+            client_random,
+            server_random,
+            train_arrivals: Arrivals::default(),
+            train_probe,
+            path_pending: None,
             scratch: Vec::with_capacity(config.symbol_size),
             send_buffered: 0,
             budget_blocked: false,
@@ -635,25 +708,146 @@ impl Connection {
     // ----- input -----------------------------------------------------------------------
 
     pub(crate) fn handle_accept(&mut self, now: Instant, accept: &Accept) {
-        let State::Handshake { client_random, .. } = &self.state else {
+        if self.side != Side::Client || matches!(self.state, State::Drained) {
             return;
-        };
-        if self.psk.verify_accept(accept, client_random).is_err() {
+        }
+        if self.psk.verify_accept(accept, &self.client_random).is_err() {
             tracing::debug!(conn = self.conn_id, "dropping ACCEPT with a bad MAC");
             return;
         }
-        let (c2s, s2c) = self.psk.session_keys(client_random, &accept.server_random);
-        self.tx_key = Some(c2s);
-        self.rx_key = Some(s2c);
-        self.state = State::Established;
-        self.last_received = now;
-        // Confirm the handshake to the server right away.
-        self.ping_pending = true;
-        self.events.push_back(Event::Connected);
+        if matches!(self.state, State::Handshake { .. }) {
+            let (c2s, s2c) = self
+                .psk
+                .session_keys(&self.client_random, &accept.server_random);
+            self.server_random = accept.server_random;
+            self.tx_key = Some(c2s);
+            self.rx_key = Some(s2c);
+            self.state = State::Established;
+            self.last_received = now;
+            // Confirm the handshake to the server right away.
+            self.ping_pending = true;
+            self.events.push_back(Event::Connected);
+            if let Some(p) = self.train_probe.as_mut() {
+                p.deadline = Some(now + handshake_train::QUIET);
+            }
+        } else if accept.server_random != self.server_random {
+            return;
+        }
+        self.on_train_accept(now, accept);
     }
 
-    pub(crate) fn resend_accept(&mut self, accept: Vec<u8>) {
-        self.accept_pending = Some(accept);
+    /// Client: a verified ACCEPT arrived at `now`; measure the train (see
+    /// `handshake_train`).
+    fn on_train_accept(&mut self, now: Instant, accept: &Accept) {
+        let Some(p) = self.train_probe.as_mut() else {
+            return;
+        };
+        if u32::from(accept.train_seen) > p.report.seen {
+            p.report = handshake_train::Report {
+                seen: accept.train_seen.into(),
+                spread: accept.train_spread.into(),
+                span: Duration::from_micros(accept.train_span_us.into()),
+            };
+        }
+        if !self.train_arrivals.record(accept.train, now) {
+            return;
+        }
+        if let Some((sent, _)) = p.sent {
+            let sample = now.saturating_duration_since(sent);
+            if p.rtt.is_none_or(|r| sample < r) {
+                if p.rtt.is_none() {
+                    // The handshake's round trip is the path's first RTT sample.
+                    self.rtt.update(now, sample, Duration::ZERO);
+                }
+                p.rtt = Some(sample);
+            }
+        }
+        p.deadline = self.train_arrivals.quiet_deadline();
+        if self.train_arrivals.count() >= u32::from(self.config.handshake_train) {
+            self.finish_train_probe(now);
+        }
+    }
+
+    /// Client: the handshake train is measured. Gives our controller the rate towards the
+    /// server (the server's report) and queues a PATH frame with the rate back (the
+    /// ACCEPTs' spacing) for the server's.
+    fn finish_train_probe(&mut self, now: Instant) {
+        let Some(p) = self.train_probe.take() else {
+            return;
+        };
+        let Some((_, len)) = p.sent else {
+            return;
+        };
+        let mtu = self.config.max_datagram as f64;
+        if let Some((rate, exact)) = handshake_train::rate(p.report) {
+            self.cc
+                .on_path_estimate(now, rate * len as f64 / mtu, exact, &self.rtt);
+        }
+        let back = handshake_train::rate(self.train_arrivals.report());
+        if let (Some((rate, exact)), Some(rtt)) = (back, p.rtt) {
+            tracing::debug!(
+                conn = self.conn_id,
+                up_pps = rate,
+                rtt_ms = rtt.as_secs_f64() * 1e3,
+                "handshake train measured"
+            );
+            self.control.push_back(OwnedFrame::Path {
+                rate: (rate * len as f64) as u64,
+                rtt_us: rtt.as_micros().clamp(1, u128::from(u64::MAX)) as u64,
+                exact,
+            });
+        }
+    }
+
+    /// Server: an INITIATE copy of this session's handshake arrived at `now` (MAC and
+    /// replay checks passed). Records it if it is a train copy and queues an ACCEPT of the
+    /// same size, reporting the train so far.
+    pub(crate) fn on_initiate(&mut self, now: Instant, init: &Initiate) {
+        if self.side != Side::Server || init.client_random != self.client_random {
+            return;
+        }
+        self.train_arrivals.record(init.train, now);
+        let report = self.train_arrivals.report();
+        let mut accept = Accept {
+            conn_id: self.conn_id,
+            server_random: self.server_random,
+            train: init.train,
+            // Both at most 64 (`handshake_train::MAX_TRAIN`).
+            train_seen: report.seen.min(255) as u8,
+            train_spread: report.spread.min(255) as u8,
+            train_span_us: report.span.as_micros().min(u128::from(u32::MAX)) as u32,
+            len: init.len.clamp(wire::ACCEPT_LEN, wire::MAX_HANDSHAKE_LEN),
+            mac: [0; wire::MAC_LEN],
+        };
+        self.psk.sign_accept(&mut accept, &self.client_random);
+        if self.accept_pending.len() < MAX_PENDING_ACCEPTS {
+            let mut bytes = Vec::with_capacity(accept.len);
+            accept.emit(&mut bytes);
+            self.accept_pending.push_back(bytes);
+        }
+    }
+
+    /// Server: applies a PATH frame received from the client.
+    fn apply_path(&mut self, now: Instant) {
+        let Some((rate, rtt_us, exact)) = self.path_pending.take() else {
+            return;
+        };
+        if rate == 0 || rtt_us == 0 || rtt_us > 60_000_000 {
+            return;
+        }
+        if !self.rtt.has_samples() {
+            self.rtt
+                .update(now, Duration::from_micros(rtt_us), Duration::ZERO);
+        }
+        let pps = rate as f64 / self.config.max_datagram as f64;
+        tracing::debug!(
+            conn = self.conn_id,
+            pps,
+            rtt_us,
+            exact,
+            "path estimate from the handshake"
+        );
+        self.cc.on_path_estimate(now, pps, exact, &self.rtt);
     }
 
     pub(crate) fn handle_reset(&mut self) {
@@ -728,6 +922,7 @@ impl Connection {
             self.ack.deadline = Some(now + delay);
         }
         self.drain_decoder();
+        self.apply_path(now);
         let status = self.decoder.status();
         if status.deficit > 0 {
             self.ack.immediate = true;
@@ -803,6 +998,15 @@ impl Connection {
                     }
                 }
                 Frame::MaxData { max } => self.peer_max_data = self.peer_max_data.max(max),
+                Frame::Path {
+                    rate,
+                    rtt_us,
+                    exact,
+                } => {
+                    if self.side == Side::Server {
+                        self.path_pending = Some((rate, rtt_us, exact));
+                    }
+                }
             }
         }
         Ok(())
@@ -1172,6 +1376,7 @@ impl Connection {
         add(self.ack.deadline.filter(|_| self.ack.pending));
         add(self.loss_time);
         add(self.pacer_wakeup);
+        add(self.train_probe.as_ref().and_then(|p| p.deadline));
         if self.tail_unresolved() {
             add(self.last_ack_eliciting_sent.map(|s| s + self.pto()));
         }
@@ -1193,6 +1398,14 @@ impl Connection {
         if now >= self.last_received + self.config.idle_timeout {
             self.lose(ConnectionError::IdleTimeout);
             return;
+        }
+        if self
+            .train_probe
+            .as_ref()
+            .and_then(|p| p.deadline)
+            .is_some_and(|d| now >= d)
+        {
+            self.finish_train_probe(now);
         }
         if self
             .last_sent
@@ -1232,7 +1445,7 @@ impl Connection {
     #[must_use]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         buf.clear();
-        if let Some(accept) = self.accept_pending.take() {
+        if let Some(accept) = self.accept_pending.pop_front() {
             buf.extend_from_slice(&accept);
             return Some(self.transmit(buf));
         }
@@ -1247,25 +1460,26 @@ impl Connection {
                 if now < *next_send {
                     return None;
                 }
-                buf.extend_from_slice(initiate);
-                *attempts += 1;
-                // Attempts go in threes 20 ms apart (each copy draws an ACCEPT), so a lost
-                // datagram on a lossy link rarely costs the 300 ms timeout; the groups back
-                // off gently, capped at 3 s. With single retransmissions a 30 %-loss path
-                // (both ways) failed about one handshake in 500 within the 10 s timeout;
-                // with pairs, one first attempt in eight at 20 % loss still waited the
-                // timeout (each copy makes the round trip with probability 0.64), one in
-                // twenty with threes, for one more 62-byte copy and its 54-byte ACCEPT.
-                let wait = if *attempts % HANDSHAKE_COPIES != 0 {
-                    Duration::from_millis(20)
+                let train = u32::from(self.config.handshake_train.min(handshake_train::MAX_TRAIN));
+                if *attempts < train {
+                    // A train copy: numbered, padded to a full datagram, sent back to back
+                    // with the others (see `handshake_train`).
+                    let mut copy = initiate.clone();
+                    copy.train = (*attempts + 1) as u8;
+                    copy.len = self
+                        .config
+                        .max_datagram
+                        .clamp(wire::INITIATE_LEN, wire::MAX_HANDSHAKE_LEN);
+                    self.psk.sign_initiate(&mut copy);
+                    copy.emit(buf);
+                    if let Some(p) = self.train_probe.as_mut() {
+                        p.sent.get_or_insert((now, copy.len));
+                    }
                 } else {
-                    Duration::from_millis(300)
-                        .mul_f64(
-                            1.5f64.powi((*attempts as i32 / HANDSHAKE_COPIES as i32 - 1).min(6)),
-                        )
-                        .min(Duration::from_secs(3))
-                };
-                *next_send = now + wait;
+                    initiate.emit(buf);
+                }
+                *attempts += 1;
+                *next_send = now + handshake_wait(*attempts, train);
                 return Some(self.transmit(buf));
             }
             State::Closing { remaining_sends } => {
@@ -1460,7 +1674,12 @@ impl Connection {
         let (sources, repairs) = (n.sources, n.reactive + n.speculative);
         let lambda = p * f64::from(sources);
         let need = ((lambda + 2.0 * lambda.sqrt()) / (1.0 - p).max(0.05)).ceil();
-        let budget = (need - f64::from(repairs)).clamp(0.0, f64::from(sources));
+        // At most one repair per source, except that a flight of one or two symbols (the
+        // tail a receiver sends: flow-control credit) may take three: its probes wait a
+        // PTO of three handshake RTTs at first, and at 30 % loss a credit update and its one
+        // repair were both lost often enough to idle a 500 ms transfer for 6 s.
+        let cap = f64::from(sources.max(3.min(sources * 3)));
+        let budget = (need - f64::from(repairs)).clamp(0.0, cap);
         budget as u32
     }
 
@@ -1802,11 +2021,28 @@ impl Connection {
     pub fn max_overhead() -> usize {
         DATA_HEADER_LEN + wire::REPAIR_HEADER_LEN + TAG_LEN
     }
+}
 
-    pub(crate) fn initiate_bytes(initiate: &Initiate) -> Vec<u8> {
-        let mut v = Vec::with_capacity(wire::INITIATE_LEN);
-        initiate.emit(&mut v);
-        v
+/// How long the client waits after its `attempts`-th INITIATE before the next, with a
+/// train of `train` copies first. The train goes back to back and counts as the first copy
+/// of the first group; copies then go in threes 20 ms apart (each copy draws an ACCEPT), so
+/// a lost datagram on a lossy link rarely costs the 300 ms timeout; the groups back off
+/// gently, capped at 3 s. With single retransmissions a 30 %-loss path (both ways) failed
+/// about one handshake in 500 within the 10 s timeout; with pairs, one first attempt in
+/// eight at 20 % loss still waited the timeout (each copy makes the round trip with
+/// probability 0.64), one in twenty with threes.
+fn handshake_wait(attempts: u32, train: u32) -> Duration {
+    if attempts < train {
+        return Duration::ZERO;
+    }
+    // Position in the groups of three, the whole train counting as one copy.
+    let n = attempts - train + u32::from(train > 0);
+    if !n.is_multiple_of(HANDSHAKE_COPIES) {
+        Duration::from_millis(20)
+    } else {
+        Duration::from_millis(300)
+            .mul_f64(1.5f64.powi((n / HANDSHAKE_COPIES - 1).min(6) as i32))
+            .min(Duration::from_secs(3))
     }
 }
 

@@ -308,19 +308,59 @@ mod tests {
             conn_id: 1,
             client_random: [1; 32],
             timestamp_ms: 5,
+            train: 2,
+            len: 1200,
             mac: [0; 16],
         };
         psk.sign_initiate(&mut i);
         assert!(psk.verify_initiate(&i).is_ok());
         assert_eq!(other.verify_initiate(&i), Err(CryptoError::BadAuth));
+        // The MAC covers the train position and the padding.
+        for tampered in [
+            Initiate {
+                train: 3,
+                ..i.clone()
+            },
+            Initiate {
+                len: 1201,
+                ..i.clone()
+            },
+        ] {
+            assert!(psk.verify_initiate(&tampered).is_err());
+        }
         let mut a = Accept {
             conn_id: 1,
             server_random: [2; 32],
+            train: 2,
+            train_seen: 2,
+            train_spread: 1,
+            train_span_us: 1150,
+            len: 1200,
             mac: [0; 16],
         };
         psk.sign_accept(&mut a, &i.client_random);
         assert!(psk.verify_accept(&a, &i.client_random).is_ok());
         assert!(psk.verify_accept(&a, &[9; 32]).is_err());
+        for tampered in [
+            Accept {
+                train_seen: 9,
+                ..a.clone()
+            },
+            Accept {
+                train_spread: 9,
+                ..a.clone()
+            },
+            Accept {
+                train_span_us: 1,
+                ..a.clone()
+            },
+            Accept {
+                len: 1000,
+                ..a.clone()
+            },
+        ] {
+            assert!(psk.verify_accept(&tampered, &i.client_random).is_err());
+        }
         assert!(Psk::new(&[1; 8]).is_none());
     }
 

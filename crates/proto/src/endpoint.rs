@@ -6,7 +6,7 @@
 //! stateless RESET) are never larger than the datagram that caused them.
 
 use crate::config::TransportConfig;
-use crate::connection::{Connection, Event, Side, Transmit};
+use crate::connection::{Connection, Event, Role, Transmit};
 use crate::crypto::Psk;
 use crate::wire::{self, Accept, Initiate, Reset, RANDOM_LEN};
 use rand::{RngCore, SeedableRng};
@@ -78,8 +78,9 @@ pub struct Endpoint {
     cursor: usize,
     /// Client randoms of accepted handshakes, for replay rejection, with their expiry.
     seen_randoms: HashMap<[u8; RANDOM_LEN], Instant>,
-    /// The ACCEPT sent for each live session, resent when its INITIATE is retransmitted.
-    accepted: HashMap<u32, ([u8; RANDOM_LEN], Vec<u8>)>,
+    /// The client random of each live session's handshake: a retransmitted INITIATE (same
+    /// random) draws another ACCEPT, another random is a clashing client.
+    accepted: HashMap<u32, [u8; RANDOM_LEN]>,
     outbox: VecDeque<(SocketAddr, Vec<u8>)>,
     handshake_tokens: f64,
     reset_tokens: f64,
@@ -156,19 +157,18 @@ impl Endpoint {
             conn_id,
             client_random,
             timestamp_ms: self.unix_ms(now).unwrap_or(0),
+            train: 0,
+            len: wire::INITIATE_LEN,
             mac: [0; wire::MAC_LEN],
         };
         self.config.psk.sign_initiate(&mut initiate);
         let conn = Connection::new(
-            Side::Client,
+            Role::Client(initiate),
             conn_id,
             remote,
             now,
             self.config.transport.clone(),
             self.config.psk.clone(),
-            None,
-            Some(Connection::initiate_bytes(&initiate)),
-            client_random,
         );
         self.insert(conn_id, conn);
         ConnectionHandle(conn_id)
@@ -276,8 +276,8 @@ impl Endpoint {
             match self.accepted.get(&init.conn_id) {
                 // A retransmitted INITIATE: answer again with the same ACCEPT (to the
                 // session's address, not necessarily the sender's).
-                Some(accept) if accept.0 == init.client_random => {
-                    existing.resend_accept(accept.1.clone());
+                Some(random) if *random == init.client_random => {
+                    existing.on_initiate(now, &init);
                 }
                 // Another client drew an id in use (32 random bits, so rare but possible).
                 // Refuse it: the live session keeps its id, keys and address, and the new
@@ -313,34 +313,24 @@ impl Endpoint {
             .insert(init.client_random, now + 2 * self.config.max_clock_skew);
         let mut server_random = [0u8; RANDOM_LEN];
         self.rng.fill_bytes(&mut server_random);
-        let mut accept = Accept {
-            conn_id: init.conn_id,
-            server_random,
-            mac: [0; wire::MAC_LEN],
-        };
-        self.config
-            .psk
-            .sign_accept(&mut accept, &init.client_random);
-        let mut accept_bytes = Vec::with_capacity(wire::ACCEPT_LEN);
-        accept.emit(&mut accept_bytes);
         let (c2s, s2c) = self
             .config
             .psk
             .session_keys(&init.client_random, &server_random);
         let mut conn = Connection::new(
-            Side::Server,
+            Role::Server {
+                keys: Box::new((s2c, c2s)),
+                client_random: init.client_random,
+                server_random,
+            },
             init.conn_id,
             from,
             now,
             self.config.transport.clone(),
             self.config.psk.clone(),
-            Some((s2c, c2s)),
-            None,
-            init.client_random,
         );
-        conn.resend_accept(accept_bytes.clone());
-        self.accepted
-            .insert(init.conn_id, (init.client_random, accept_bytes));
+        conn.on_initiate(now, &init);
+        self.accepted.insert(init.conn_id, init.client_random);
         tracing::debug!(%from, conn = init.conn_id, "session accepted");
         self.insert(init.conn_id, conn);
     }

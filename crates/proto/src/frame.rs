@@ -148,6 +148,19 @@ pub enum Frame<'a> {
         /// Absolute byte limit.
         max: u64,
     },
+    /// What the client measured of the path towards the server during the handshake
+    /// (client → server only, once): the rate at which the server's ACCEPT train arrived
+    /// and the handshake round trip. The server starts its first flight near that rate
+    /// instead of probing for it, which would cost a round trip.
+    Path {
+        /// Bytes per second, server → client.
+        rate: u64,
+        /// Handshake round trip in microseconds.
+        rtt_us: u64,
+        /// Whether the ACCEPTs were spread out enough to measure `rate`; otherwise it is a
+        /// lower bound.
+        exact: bool,
+    },
 }
 
 const F_OPEN: u8 = 0x10;
@@ -161,6 +174,8 @@ const F_OPEN_RESULT: u8 = 0x16;
 const F_STREAM_LAST: u8 = 0x17;
 /// STREAM+FIN without a length: the data runs to the end of the payload.
 const F_STREAM_FIN_LAST: u8 = 0x18;
+/// The client's handshake measurement of the server → client path.
+const F_PATH: u8 = 0x19;
 /// Zero padding: the rest of the payload is ignored.
 const F_PADDING: u8 = 0x00;
 
@@ -247,6 +262,16 @@ impl Frame<'_> {
                 out.push(F_MAX_DATA);
                 put_varint(out, *max);
             }
+            Frame::Path {
+                rate,
+                rtt_us,
+                exact,
+            } => {
+                out.push(F_PATH);
+                put_varint(out, *rate);
+                put_varint(out, *rtt_us);
+                out.push(u8::from(*exact));
+            }
         }
     }
 
@@ -295,6 +320,7 @@ impl Frame<'_> {
             } => stream_header_len(*id, *offset) + data.len(),
             Frame::MaxStreamData { id, max } => 1 + varint_len(*id) + varint_len(*max),
             Frame::MaxData { max } => 1 + varint_len(*max),
+            Frame::Path { rate, rtt_us, .. } => 1 + varint_len(*rate) + varint_len(*rtt_us) + 1,
         }
     }
 }
@@ -365,6 +391,15 @@ impl<'a> Frames<'a> {
             F_MAX_DATA => Frame::MaxData {
                 max: r.varint("max")?,
             },
+            F_PATH => Frame::Path {
+                rate: r.varint("path rate")?,
+                rtt_us: r.varint("path rtt")?,
+                exact: match r.u8("path exact")? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(WireError::Invalid("path exact flag")),
+                },
+            },
             value => {
                 return Err(WireError::UnknownType {
                     what: "frame",
@@ -418,6 +453,11 @@ mod tests {
                 target: Target::Ip("10.0.0.1:80".parse().unwrap()),
             },
             Frame::OpenResult { id: 4, code: 5 },
+            Frame::Path {
+                rate: 1_250_000,
+                rtt_us: 500_123,
+                exact: true,
+            },
             Frame::Stream {
                 id: 4,
                 offset: 1 << 40,

@@ -12,6 +12,7 @@ pub mod crypto;
 pub mod endpoint;
 pub mod estimate;
 pub mod frame;
+mod handshake_train;
 pub mod pacer;
 pub mod redundancy;
 pub mod rtt;

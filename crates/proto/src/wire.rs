@@ -8,10 +8,11 @@
 use ctcp_rlnc::{Coefficients, RepairHeader, SymbolId};
 use thiserror::Error;
 
-/// Protocol version carried in the handshake. 2 since 4-byte connection ids and the
-/// length-less SOURCE chunk and STREAM frames (2026-11); a version-1 peer is refused at
-/// the handshake.
-pub const VERSION: u8 = 2;
+/// Protocol version carried in the handshake. 3 since the handshake doubles as a
+/// bandwidth probe (train index, padding and the server's arrival report in INITIATE and
+/// ACCEPT, 2026-11); 2 brought 4-byte connection ids and the length-less SOURCE chunk and
+/// STREAM frames. A peer of another version is refused at the handshake.
+pub const VERSION: u8 = 3;
 
 /// Packet type: client → server handshake request.
 pub const TYPE_INITIATE: u8 = 0x01;
@@ -38,10 +39,13 @@ pub const TAG_LEN: usize = 16;
 pub const PN_LEN: usize = 4;
 /// Length of a data packet header: type, connection id, truncated packet number.
 pub const DATA_HEADER_LEN: usize = 1 + CONN_ID_LEN + PN_LEN;
-/// Length of an INITIATE packet.
-pub const INITIATE_LEN: usize = 1 + 1 + CONN_ID_LEN + RANDOM_LEN + 8 + MAC_LEN;
-/// Length of an ACCEPT packet; never larger than [`INITIATE_LEN`] (no amplification).
-pub const ACCEPT_LEN: usize = 1 + 1 + CONN_ID_LEN + RANDOM_LEN + MAC_LEN;
+/// Length of an unpadded INITIATE packet (train copies are padded up to a full datagram).
+pub const INITIATE_LEN: usize = 1 + 1 + CONN_ID_LEN + RANDOM_LEN + 8 + 1 + MAC_LEN;
+/// Length of an unpadded ACCEPT packet; never larger than [`INITIATE_LEN`], and an ACCEPT
+/// is padded to at most the length of the INITIATE it answers (no amplification).
+pub const ACCEPT_LEN: usize = 1 + 1 + CONN_ID_LEN + RANDOM_LEN + 1 + 1 + 1 + 4 + MAC_LEN;
+/// Largest handshake datagram accepted: a padded copy is at most a full datagram.
+pub const MAX_HANDSHAKE_LEN: usize = 1500;
 /// Length of a stateless RESET packet; smaller than any data packet that can trigger it.
 pub const RESET_LEN: usize = 1 + CONN_ID_LEN + MAC_LEN;
 /// Length of the smallest possible DATA packet (header and tag around an empty payload).
@@ -194,7 +198,25 @@ fn low32(v: u64) -> u32 {
     (v & 0xffff_ffff) as u32
 }
 
+/// Reads the zero padding between a handshake packet's fields and its MAC, leaving the
+/// MAC. Non-zero padding is malformed (the MAC covers it anyway; zeros keep it canonical).
+fn skip_padding(r: &mut Reader<'_>, what: &'static str) -> Result<(), WireError> {
+    let pad = r
+        .remaining()
+        .checked_sub(MAC_LEN)
+        .ok_or(WireError::Truncated(what))?;
+    if r.bytes(pad, what)?.iter().any(|&b| b != 0) {
+        return Err(WireError::Invalid("handshake padding"));
+    }
+    Ok(())
+}
+
 /// Client → server handshake request (sent in the clear, MAC'd with the PSK).
+///
+/// The first copies of a handshake go out back to back as a *train*, each padded to a full
+/// datagram: the bottleneck spaces them out, and the spacing the server sees (reported in
+/// its ACCEPTs) is the path's rate towards the server, so the client's first data flight
+/// can start near the link rate instead of spending a round trip on a start-up probe.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Initiate {
     /// Connection id chosen by the client; names the session in both directions.
@@ -203,13 +225,21 @@ pub struct Initiate {
     pub client_random: [u8; RANDOM_LEN],
     /// Client wall-clock time in milliseconds since the Unix epoch, for replay rejection.
     pub timestamp_ms: u64,
-    /// HMAC over the preceding fields.
+    /// Position in the handshake train, from 1; 0 for a copy outside the train.
+    pub train: u8,
+    /// Total datagram length, at least [`INITIATE_LEN`]: zero padding fills it before
+    /// the MAC.
+    pub len: usize,
+    /// HMAC over the preceding fields and the padding.
     pub mac: [u8; MAC_LEN],
 }
 
 impl Initiate {
     /// Parses an INITIATE packet (type byte included).
     pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+        if buf.len() > MAX_HANDSHAKE_LEN {
+            return Err(WireError::Invalid("initiate length"));
+        }
         let mut r = Reader::new(buf);
         if r.u8("type")? != TYPE_INITIATE {
             return Err(WireError::Invalid("initiate type"));
@@ -221,26 +251,29 @@ impl Initiate {
         let conn_id = r.u32("conn id")?;
         let client_random = r.array("client random")?;
         let timestamp_ms = r.u64("timestamp")?;
+        let train = r.u8("train")?;
+        skip_padding(&mut r, "initiate mac")?;
         let mac = r.array("mac")?;
-        if !r.is_empty() {
-            return Err(WireError::Invalid("initiate length"));
-        }
         Ok(Initiate {
             conn_id,
             client_random,
             timestamp_ms,
+            train,
+            len: buf.len(),
             mac,
         })
     }
 
-    /// The bytes the MAC covers.
+    /// The bytes the MAC covers: everything before it, padding included.
     pub fn signed_part(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(INITIATE_LEN);
+        let mut v = Vec::with_capacity(self.len.max(INITIATE_LEN));
         v.push(TYPE_INITIATE);
         v.push(VERSION);
         v.extend_from_slice(&self.conn_id.to_le_bytes());
         v.extend_from_slice(&self.client_random);
         v.extend_from_slice(&self.timestamp_ms.to_le_bytes());
+        v.push(self.train);
+        v.resize(self.len.max(INITIATE_LEN) - MAC_LEN, 0);
         v
     }
 
@@ -251,20 +284,40 @@ impl Initiate {
     }
 }
 
-/// Server → client handshake response.
+/// Server → client handshake response, one per INITIATE copy received.
+///
+/// It echoes the copy's train position and reports how the server saw the train arrive,
+/// and is padded to the length of the copy it answers, so the ACCEPTs form a train back
+/// (their spacing at the client bounds the path's rate towards the client) without ever
+/// being larger than what drew them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Accept {
     /// The connection id from the INITIATE.
     pub conn_id: u32,
     /// Server randomness for the key schedule.
     pub server_random: [u8; RANDOM_LEN],
-    /// HMAC over the preceding fields and the client random, binding it to the request.
+    /// The train position of the INITIATE copy this answers (0: not a train copy).
+    pub train: u8,
+    /// Train copies the server has received so far, distinct positions.
+    pub train_seen: u8,
+    /// Highest minus lowest of those positions: the copies that passed the bottleneck
+    /// between the first and the last arrival, lost ones included.
+    pub train_spread: u8,
+    /// Microseconds between the first and the last of those arrivals.
+    pub train_span_us: u32,
+    /// Total datagram length, at least [`ACCEPT_LEN`] (zero padding before the MAC).
+    pub len: usize,
+    /// HMAC over the preceding fields, the padding and the client random, binding it to
+    /// the request.
     pub mac: [u8; MAC_LEN],
 }
 
 impl Accept {
     /// Parses an ACCEPT packet.
     pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+        if buf.len() > MAX_HANDSHAKE_LEN {
+            return Err(WireError::Invalid("accept length"));
+        }
         let mut r = Reader::new(buf);
         if r.u8("type")? != TYPE_ACCEPT {
             return Err(WireError::Invalid("accept type"));
@@ -275,24 +328,37 @@ impl Accept {
         }
         let conn_id = r.u32("conn id")?;
         let server_random = r.array("server random")?;
+        let train = r.u8("train")?;
+        let train_seen = r.u8("train seen")?;
+        let train_spread = r.u8("train spread")?;
+        let train_span_us = r.u32("train span")?;
+        skip_padding(&mut r, "accept mac")?;
         let mac = r.array("mac")?;
-        if !r.is_empty() {
-            return Err(WireError::Invalid("accept length"));
-        }
         Ok(Accept {
             conn_id,
             server_random,
+            train,
+            train_seen,
+            train_spread,
+            train_span_us,
+            len: buf.len(),
             mac,
         })
     }
 
-    /// The bytes the MAC covers (before the client random is appended).
+    /// The bytes the MAC covers (before the client random is appended): everything before
+    /// the MAC, padding included.
     pub fn signed_part(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(ACCEPT_LEN);
+        let mut v = Vec::with_capacity(self.len.max(ACCEPT_LEN));
         v.push(TYPE_ACCEPT);
         v.push(VERSION);
         v.extend_from_slice(&self.conn_id.to_le_bytes());
         v.extend_from_slice(&self.server_random);
+        v.push(self.train);
+        v.push(self.train_seen);
+        v.push(self.train_spread);
+        v.extend_from_slice(&self.train_span_us.to_le_bytes());
+        v.resize(self.len.max(ACCEPT_LEN) - MAC_LEN, 0);
         v
     }
 
@@ -786,30 +852,49 @@ mod tests {
 
     #[test]
     fn handshake_round_trip_and_sizes() {
-        let i = Initiate {
-            conn_id: 7,
-            client_random: [3; 32],
-            timestamp_ms: 99,
-            mac: [5; 16],
-        };
-        let mut out = Vec::new();
-        i.emit(&mut out);
-        assert_eq!(out.len(), INITIATE_LEN);
-        assert_eq!(Initiate::parse(&out).unwrap(), i);
-        assert_eq!(peek_conn_id(&out).unwrap(), (TYPE_INITIATE, 7));
-        let a = Accept {
-            conn_id: 7,
-            server_random: [4; 32],
-            mac: [6; 16],
-        };
-        let mut out = Vec::new();
-        a.emit(&mut out);
-        assert_eq!(out.len(), ACCEPT_LEN);
-        assert_eq!(Accept::parse(&out).unwrap(), a);
-        let mut bad = out.clone();
-        bad[1] = 9;
-        assert_eq!(Accept::parse(&bad), Err(WireError::Version(9)));
-        assert!(Accept::parse(&out[..out.len() - 1]).is_err());
+        for len in [INITIATE_LEN, 1436] {
+            let i = Initiate {
+                conn_id: 7,
+                client_random: [3; 32],
+                timestamp_ms: 99,
+                train: 4,
+                len,
+                mac: [5; 16],
+            };
+            let mut out = Vec::new();
+            i.emit(&mut out);
+            assert_eq!(out.len(), len);
+            assert_eq!(Initiate::parse(&out).unwrap(), i);
+            assert_eq!(peek_conn_id(&out).unwrap(), (TYPE_INITIATE, 7));
+            // Padding must be zeros; a datagram too short for the MAC is truncated.
+            if len > INITIATE_LEN {
+                let mut bad = out.clone();
+                bad[INITIATE_LEN] = 1;
+                assert!(Initiate::parse(&bad).is_err());
+            }
+            assert!(Initiate::parse(&out[..INITIATE_LEN - 1]).is_err());
+        }
+        assert!(Initiate::parse(&vec![TYPE_INITIATE; MAX_HANDSHAKE_LEN + 1]).is_err());
+        for len in [ACCEPT_LEN, 1436] {
+            let a = Accept {
+                conn_id: 7,
+                server_random: [4; 32],
+                train: 3,
+                train_seen: 2,
+                train_spread: 5,
+                train_span_us: 1234,
+                len,
+                mac: [6; 16],
+            };
+            let mut out = Vec::new();
+            a.emit(&mut out);
+            assert_eq!(out.len(), len);
+            assert_eq!(Accept::parse(&out).unwrap(), a);
+            let mut bad = out.clone();
+            bad[1] = 9;
+            assert_eq!(Accept::parse(&bad), Err(WireError::Version(9)));
+            assert!(Accept::parse(&out[..ACCEPT_LEN - 1]).is_err());
+        }
     }
 
     #[test]
@@ -833,7 +918,7 @@ mod tests {
                 RESET_LEN,
                 MIN_DATA_LEN
             ),
-            (9, 62, 54, 21, 25)
+            (9, 63, 61, 21, 25)
         );
     }
 

@@ -6,7 +6,7 @@
 
 mod common;
 use common::Duo;
-use ctcp_proto::wire::{Initiate, MAC_LEN, RANDOM_LEN};
+use ctcp_proto::wire::{Initiate, INITIATE_LEN, MAC_LEN, RANDOM_LEN};
 use ctcp_proto::{Psk, ReadOutcome, Target, TransportConfig};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -25,6 +25,8 @@ fn a_handshake_naming_a_live_connection_id_is_refused_and_the_session_lives_on()
         conn_id: live,
         client_random: [0x77; RANDOM_LEN],
         timestamp_ms: 0,
+        train: 0,
+        len: INITIATE_LEN,
         mac: [0; MAC_LEN],
     };
     psk.sign_initiate(&mut init);

@@ -77,27 +77,71 @@ fn busy_lossy_bidirectional_traffic_never_exceeds_max_datagram() {
     );
 }
 
-/// A handshake attempt is three INITIATE copies 20 ms apart, then the group repeats
-/// after 300 ms, so one lost datagram on a lossy path rarely costs the timeout.
+/// A handshake starts with a train of full-size INITIATE copies sent back to back (it
+/// measures the path), then small copies go in threes 20 ms apart, the train counting as
+/// the first group's first, so one lost datagram on a lossy path rarely costs the timeout.
+/// Without a train the groups are three small copies from the start.
 #[test]
-fn handshake_attempts_go_out_in_threes() {
+fn handshake_attempts_go_out_as_a_train_then_in_threes() {
+    use ctcp_proto::wire::{INITIATE_LEN, TYPE_INITIATE};
+    for train in [16u8, 0] {
+        let config = TransportConfig {
+            handshake_train: train,
+            ..TransportConfig::default()
+        };
+        let max = config.max_datagram;
+        let mut d = Duo::new(config);
+        let mut out = Vec::new();
+        let mut sends = Vec::new();
+        for ms in 0..700u64 {
+            let now = d.now + Duration::from_millis(ms);
+            d.cli.handle_timeout(now);
+            while let Some(t) = d.cli.poll_transmit(now, &mut out) {
+                assert_eq!(out[0], TYPE_INITIATE);
+                sends.push((ms, t.size));
+            }
+        }
+        let mut want: Vec<(u64, usize)> = vec![(0, max); usize::from(train)];
+        let small = [0, 20, 40, 340, 360, 380];
+        let skip = usize::from(train > 0);
+        want.extend(small[skip..].iter().map(|&ms| (ms, INITIATE_LEN)));
+        assert_eq!(
+            sends, want,
+            "INITIATE (send ms, size) with a train of {train}"
+        );
+    }
+}
+
+/// Every ACCEPT is at most as large as the INITIATE that drew it (no amplification), and
+/// each train copy draws one.
+#[test]
+fn accepts_never_exceed_the_initiate_that_drew_them() {
+    use ctcp_proto::wire::TYPE_ACCEPT;
     let mut d = Duo::new(TransportConfig::default());
     let mut out = Vec::new();
-    let mut times = Vec::new();
-    for ms in 0..700u64 {
-        let now = d.now + Duration::from_millis(ms);
-        d.cli.handle_timeout(now);
-        while let Some(t) = d.cli.poll_transmit(now, &mut out) {
-            assert_eq!(out[0], ctcp_proto::wire::TYPE_INITIATE);
-            assert!(t.size <= ctcp_proto::wire::INITIATE_LEN);
-            times.push(ms);
-        }
+    let mut initiates = Vec::new();
+    while let Some(t) = d.cli.poll_transmit(d.now, &mut out) {
+        initiates.push(out[..t.size].to_vec());
     }
-    assert_eq!(
-        times,
-        vec![0, 20, 40, 340, 360, 380],
-        "INITIATE send times (ms)"
-    );
+    assert_eq!(initiates.len(), 16);
+    let from = ([10, 0, 0, 1], 4000).into();
+    for (i, init) in initiates.iter().enumerate() {
+        let mut b = init.clone();
+        d.srv
+            .handle_datagram(d.now + Duration::from_millis(i as u64), from, &mut b);
+        let t = d
+            .srv
+            .poll_transmit(d.now, &mut out)
+            .expect("an ACCEPT per copy");
+        assert_eq!(out[0], TYPE_ACCEPT);
+        assert!(
+            t.size <= init.len(),
+            "ACCEPT {} > INITIATE {}",
+            t.size,
+            init.len()
+        );
+        assert!(d.srv.poll_transmit(d.now, &mut out).is_none());
+    }
 }
 
 /// A bulk sender's source packets fill their symbol exactly: the STREAM frame that ends

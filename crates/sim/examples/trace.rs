@@ -38,8 +38,10 @@ fn main() {
     let start = sim.now();
     let (f, r) = sim.add_link(&link);
     // The sweep's configuration (a 64 KiB send buffer), so a sweep cell replays exactly.
+    // TRAIN=n: handshake train length (0 turns it off).
     let cfg = TransportConfig {
         stream_send_buffer: 64 << 10,
+        handshake_train: std::env::var("TRAIN").map_or(16, |v| v.parse().unwrap()),
         ..TransportConfig::default()
     };
     let tx = CtcpPeer::sender(cfg.clone(), &[7; 32], seed, start, (mb * 1e6) as u64);
@@ -67,11 +69,15 @@ fn main() {
         );
         let Some(rs) = rx.stats() else { continue };
         println!(
-            "      rx: got={} rep_rx={} useless={} src_sent={} unacked={} inflight={} cwnd={} debt={} pdef={}",
+            "      rx: got={} rep_rx={} useless={} src_sent={} rep_sent={} lost={} dgrams={} srtt={:.1} unacked={} inflight={} cwnd={} debt={} pdef={}",
             got,
             rs.repairs_received,
             rs.repairs_useless,
             rs.source_sent,
+            rs.repair_sent,
+            rs.lost,
+            rs.datagrams_sent,
+            rs.srtt.as_secs_f64() * 1e3,
             rs.unacked_symbols,
             rs.in_flight,
             rs.cwnd,

@@ -306,6 +306,8 @@ pub struct TransferReport {
     pub steady_goodput_bps: f64,
     /// Sender statistics at the end.
     pub sender_stats: Option<ctcp_proto::ConnectionStats>,
+    /// Receiver statistics at the end.
+    pub receiver_stats: Option<ctcp_proto::ConnectionStats>,
 }
 
 /// Runs `total` bytes from a ctcp sender to a ctcp receiver over `link` (both directions
@@ -408,6 +410,7 @@ fn report(sim: &Sim, flow: FlowId, link: &LinkSpec, total: u64, start: Instant) 
         p99_write_to_read_ms,
         steady_goodput_bps,
         sender_stats,
+        receiver_stats: rx.and_then(|r| r.stats()),
     }
 }
 

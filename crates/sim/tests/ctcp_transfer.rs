@@ -153,6 +153,47 @@ fn shares_a_100ms_bottleneck_fairly_with_cubic_at_every_phase() {
     assert!(js.iter().all(|&j| j >= 0.9), "a phase below 0.9: {js:?}");
 }
 
+/// The handshake doubles as the start-up probe (a train of padded INITIATEs, answered by a
+/// train of ACCEPTs): both ends jump to near the BDP before their first data flight, so
+/// a 500 ms transfer ends about a round trip sooner than when the first data flight has
+/// to probe. The server learns its direction's rate from the
+/// client's PATH frame and jumps too (its window shows it: it sends only ACKs here).
+#[test]
+fn the_handshake_train_saves_the_start_up_probe_round_trip() {
+    let link = LinkSpec::new(RATE, Duration::from_millis(500));
+    let bdp = RATE as f64 / 8.0 * 0.5 / TransportConfig::default().max_datagram as f64;
+    let run = |train: u8| {
+        let config = TransportConfig {
+            handshake_train: train,
+            ..TransportConfig::default()
+        };
+        let r = run_transfer(
+            &link,
+            config,
+            5_000_000,
+            Seed::from_env_or(3),
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        assert!(r.bytes_ok, "train {train}: not byte-exact");
+        let took = r.duration.as_secs_f64();
+        let rx_cwnd = r.receiver_stats.expect("the receiver has a session").cwnd as f64;
+        println!("train {train}: {took:.2} s, receiver window {rx_cwnd}, bdp {bdp:.0}");
+        (took, rx_cwnd)
+    };
+    let (with, rx_with) = run(16);
+    let (without, rx_without) = run(0);
+    assert!(
+        with <= without - 0.35,
+        "5 MB took {with:.2} s with the train, {without:.2} s without"
+    );
+    assert!(
+        (0.8 * bdp..=1.1 * bdp).contains(&rx_with),
+        "receiver window {rx_with} after the PATH frame (BDP {bdp:.0})"
+    );
+    assert_eq!(rx_without, TransportConfig::default().initial_window as f64);
+}
+
 /// Liveness on a very lossy path: short sessions lose handshake datagrams, their last
 /// symbols and the repairs sent for them. The handshake retries in threes, and the sender
 /// keeps probing until every symbol is acknowledged (a receiver that never saw the tail

@@ -43,6 +43,14 @@ pub trait Controller: std::fmt::Debug + Send {
         lost: u64,
         rtt: &RttEstimator,
     );
+    /// A rate the handshake measured for this direction of the path, in full-size packets
+    /// per second (see `wire::Initiate`), with `rtt` holding the handshake's RTT sample.
+    /// `exact`: the train was spread out by the bottleneck, so `rate` is its rate rather
+    /// than a lower bound. A controller may start its first flight from it instead of
+    /// probing. Default: ignored.
+    fn on_path_estimate(&mut self, now: Instant, rate: f64, exact: bool, rtt: &RttEstimator) {
+        let _ = (now, rate, exact, rtt);
+    }
     /// Congestion window in packets, repairs included.
     fn window(&self) -> u64;
     /// Whether the controller is still in slow start (the pacer uses a higher gain there).

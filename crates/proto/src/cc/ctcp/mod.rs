@@ -8,7 +8,10 @@
 //!
 //! Slow start opens with a start-up probe (`probe.rs`): the first flight goes out as a fast
 //! packet train, the ACK dispersion gives the bottleneck rate, and the window jumps to
-//! 85 % of the BDP it implies instead of doubling up to it round by round.
+//! 85 % of the BDP it implies instead of doubling up to it round by round. When the
+//! handshake already measured the path (its packet trains, see `wire::Initiate`), that
+//! estimate makes the jump (to the whole BDP, see [`PATH_JUMP_FRACTION`]) before the first
+//! flight and the probe is skipped, saving the probe's round trip.
 //!
 //! One phase per file: start-up probe (`probe.rs`), slow start (`slow_start.rs`), growth
 //! (`growth.rs`), backoff (`backoff.rs`); this file only sequences them.
@@ -65,12 +68,26 @@ pub struct Ctcp {
     /// slow start grows conservatively above it.
     ss_bdp: Option<f64>,
     /// While the first flight after a start-up jump is out: (rate it is paced at, in
-    /// packets per second; until when).
-    jump_round: Option<(f64, Instant)>,
+    /// packets per second; until when, from the first send after the jump).
+    jump_round: Option<(f64, Option<Instant>)>,
+    /// When a handshake path estimate set the window, until the first send after it.
+    path_estimate_at: Option<Instant>,
     /// Send times whose losses the latest gated backoff answered (see
     /// [`Controller::congestion_span`]).
     congestion_span: Option<(Instant, Instant)>,
 }
+
+/// Fraction of the BDP a handshake path estimate makes the window jump to. Higher than the
+/// start-up probe's [`probe::JUMP_FRACTION`]: the handshake train is sent back to back and
+/// its rate is taken over the packet times it spans, so it is not inflated the way the
+/// probe's paced train is (7 % high in the simulator); its round is paced at that rate, so
+/// even a full BDP builds no queue of its own. Sim-sweep at 100/500/600 ms, seed 0: 0.85
+/// → 1.0 raised efficiency by 0.004 on average (600 ms / 1 %: 0.886 → 0.920) and cut the
+/// time to 90 % of the link at 0 % loss from 1.71 to 1.20 s at 500 ms.
+const PATH_JUMP_FRACTION: f64 = 1.0;
+/// A handshake path estimate is used for a flight from idle only this soon after it was
+/// made (the `RTT_min` window): an older one may describe another path or load.
+const PATH_ESTIMATE_TTL: Duration = Duration::from_secs(10);
 
 impl Ctcp {
     /// A controller in slow start at `cfg.initial_window`.
@@ -97,6 +114,7 @@ impl Ctcp {
             ss_bdp: None,
             min_rtt: None,
             jump_round: None,
+            path_estimate_at: None,
             congestion_span: None,
         }
     }
@@ -107,9 +125,9 @@ impl Ctcp {
         self.startup_rate
     }
 
-    /// A start-up probe result: in slow start, raise the window to
-    /// [`probe::JUMP_FRACTION`] of `rate × RTT_min` (never lower it); slow start and its
-    /// delay exit go on from there.
+    /// A start-up probe result (or a handshake path estimate): in slow start, raise the
+    /// window to [`probe::JUMP_FRACTION`] (or [`PATH_JUMP_FRACTION`]) of `rate × RTT_min`
+    /// (never lower it); slow start and its delay exit go on from there.
     fn on_probe(&mut self, now: Instant, est: Option<probe::Estimate>) {
         let Some(est) = est.filter(|e| e.rate.is_finite() && e.rate > 0.0) else {
             return;
@@ -123,11 +141,16 @@ impl Ctcp {
         if est.dispersed {
             self.ss_bdp = Some(bdp);
         }
-        let target = probe::JUMP_FRACTION * bdp;
+        let fraction = if self.path_estimate_at.is_some() {
+            PATH_JUMP_FRACTION
+        } else {
+            probe::JUMP_FRACTION
+        };
+        let target = fraction * bdp;
         if target > self.cwnd {
             self.cwnd = target;
             self.clamp();
-            self.jump_round = Some((rate, now + min_rtt));
+            self.jump_round = Some((rate, Some(now + min_rtt)));
         }
     }
 
@@ -188,6 +211,16 @@ impl Ctcp {
 impl Controller for Ctcp {
     fn on_sent(&mut self, now: Instant, packets: u64, in_flight: u64) {
         let from_idle = self.phase == Phase::SlowStart && in_flight <= packets;
+        if let Some(at) = self.path_estimate_at.take() {
+            if from_idle && now.saturating_duration_since(at) > PATH_ESTIMATE_TTL {
+                // Too old to trust for a flight that starts from idle: back to the initial
+                // window and a probe train of its own.
+                *self = Ctcp::new(self.cfg.clone());
+            } else if let Some((rate, None)) = self.jump_round {
+                let rtt = self.min_rtt.unwrap_or_default();
+                self.jump_round = Some((rate, Some(now + rtt)));
+            }
+        }
         let est = self.probe.on_sent(now, packets, from_idle);
         self.on_probe(now, est);
     }
@@ -202,7 +235,10 @@ impl Controller for Ctcp {
             let est = self.probe.on_ack(now, acked, rtt.min_rtt());
             self.on_probe(now, est);
         }
-        if self.jump_round.is_some_and(|(_, until)| now >= until) {
+        if self
+            .jump_round
+            .is_some_and(|(_, until)| until.is_some_and(|u| now >= u))
+        {
             self.jump_round = None;
         }
         if self.phase == Phase::SlowStart {
@@ -289,6 +325,34 @@ impl Controller for Ctcp {
 
     fn congestion_span(&self) -> Option<(Instant, Instant)> {
         self.congestion_span
+    }
+
+    /// Jumps as the start-up probe would (same fraction, same paced first round, which
+    /// starts at the next send), unless a probe or an earlier estimate already did or slow
+    /// start is over; the probe is then skipped.
+    fn on_path_estimate(&mut self, now: Instant, rate: f64, exact: bool, rtt: &RttEstimator) {
+        if self.phase != Phase::SlowStart
+            || self.startup_rate.is_some()
+            || !rtt.has_samples()
+            || !(rate.is_finite() && rate > 0.0)
+        {
+            return;
+        }
+        self.min_rtt = Some(rtt.min_rtt());
+        self.srtt = Some(rtt.srtt());
+        self.probe.skip();
+        self.path_estimate_at = Some(now);
+        self.on_probe(
+            now,
+            Some(probe::Estimate {
+                rate,
+                dispersed: exact,
+            }),
+        );
+        if let Some((rate, _)) = self.jump_round {
+            self.jump_round = Some((rate, None));
+        }
+        self.path_estimate_at = Some(now);
     }
 
     fn window(&self) -> u64 {

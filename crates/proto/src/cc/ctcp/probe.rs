@@ -127,6 +127,20 @@ impl Probe {
         }
     }
 
+    /// Ends the probe without an estimate of its own: the handshake measured the path.
+    /// Packets of a train already sent still count as the train's ([`Probe::in_train`]).
+    pub(super) fn skip(&mut self) {
+        let train_end = match self.state {
+            State::Train { last_sent, .. } => last_sent,
+            State::Measuring { train_end, .. } => Some(train_end),
+            State::Done { train_end, .. } => train_end,
+        };
+        self.state = State::Done {
+            train_end,
+            rearm: false,
+        };
+    }
+
     /// Whether the first flight is still being sent (the pacer uses [`train_gain`]).
     pub(super) fn sending_train(&self) -> bool {
         matches!(self.state, State::Train { .. })
