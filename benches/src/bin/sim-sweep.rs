@@ -71,7 +71,7 @@ fn main() -> anyhow::Result<()> {
     let seed_mix = args.seed_offset.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let mut rows = Vec::new();
     println!(
-        "{:<12} {:>6} {:>6} {:>10} {:>6} {:>6} {:>7} {:>6} {:>8} {:>8} {:>5} {:>7}",
+        "{:<12} {:>6} {:>6} {:>10} {:>6} {:>6} {:>7} {:>6} {:>8} {:>8} {:>5} {:>7} {:>6}",
         "scenario",
         "rtt",
         "loss",
@@ -83,7 +83,8 @@ fn main() -> anyhow::Result<()> {
         "p99ms",
         "t90s",
         "ok",
-        "effopen"
+        "effopen",
+        "ack"
     );
     let mut run = |scenario: &str, rtt: u64, loss: f64, link: LinkSpec| -> anyhow::Result<()> {
         let seed = Seed((0x5eed ^ rtt ^ (loss * 1e4) as u64).wrapping_add(seed_mix));
@@ -100,7 +101,7 @@ fn main() -> anyhow::Result<()> {
         let eff_open = r.open_goodput_bps / (RATE as f64 * (1.0 - loss));
         let t90 = r.time_to_90pct.map(|d| d.as_secs_f64());
         println!(
-            "{:<12} {:>6} {:>6.3} {:>10.0} {:>6.3} {:>6.3} {:>7.3} {:>6.3} {:>8.1} {:>8} {:>5} {:>7.3}",
+            "{:<12} {:>6} {:>6.3} {:>10.0} {:>6.3} {:>6.3} {:>7.3} {:>6.3} {:>8.1} {:>8} {:>5} {:>7.3} {:>6.3}",
             scenario,
             rtt,
             loss,
@@ -112,11 +113,13 @@ fn main() -> anyhow::Result<()> {
             r.p99_extra_delay_ms,
             t90.map_or("-".into(), |t| format!("{t:.2}")),
             r.bytes_ok,
-            eff_open
+            eff_open,
+            r.ack_per_goodput
         );
         rows.push(json!({
             "scenario": scenario, "rtt_ms": rtt, "loss": loss, "goodput_bps": r.goodput_bps,
             "efficiency": eff, "efficiency_from_open": eff_open, "efficiency_steady": eff_steady, "repair_overhead": r.repair_overhead, "wire_per_goodput": r.wire_per_goodput,
+            "ack_per_goodput": r.ack_per_goodput,
             "bytes_ok": r.bytes_ok, "jain": null, "p99_extra_delay_ms": r.p99_extra_delay_ms, "p99_write_to_read_ms": r.p99_write_to_read_ms,
             "time_to_90pct_s": t90, "seed": seed.0,
         }));

@@ -924,6 +924,9 @@ impl Connection {
         self.drain_decoder();
         self.apply_path(now);
         let status = self.decoder.status();
+        // Every packet while symbols are missing: ACKing only new holes (or only every
+        // other packet) halves the ACKs under loss but cost 0.03 of efficiency at 20 ms /
+        // 20 % and 0.04 with Gilbert bursts at 500 ms in the sim-sweep.
         if status.deficit > 0 {
             self.ack.immediate = true;
         }
@@ -1570,33 +1573,30 @@ impl Connection {
         .emit(buf);
     }
 
-    /// Whether the next packet would carry an ACK chunk.
-    fn ack_ready(&self) -> bool {
-        self.ack.pending && self.ack.largest.is_some()
-    }
-
     /// Appends the pending ACK if it fits in a packet that will hold `body` more bytes of
     /// chunks: full-size repairs leave no room for one (the ACK then rides the next source
     /// packet, or goes alone when nothing else is to be sent).
     fn emit_ack_if_fits(&mut self, now: Instant, buf: &mut Vec<u8>, body: usize) {
-        if buf.len() + wire::ACK_CHUNK_LEN + body + TAG_LEN <= self.config.max_datagram {
+        let Some(ack) = self.pending_ack(now) else {
+            return;
+        };
+        if buf.len() + ack.encoded_len() + body + TAG_LEN <= self.config.max_datagram {
             self.emit_ack_if_pending(now, buf);
         }
     }
 
-    fn emit_ack_if_pending(&mut self, now: Instant, buf: &mut Vec<u8>) {
+    /// The ACK that would go out at `now`, if one is pending.
+    fn pending_ack(&self, now: Instant) -> Option<Ack> {
         if !self.ack.pending {
-            return;
+            return None;
         }
-        let Some(largest) = self.ack.largest else {
-            return;
-        };
+        let largest = self.ack.largest?;
         let status = self.decoder.status();
         let delay = self
             .ack
             .largest_time
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
-        Ack {
+        Some(Ack {
             next_in_order: status.next_in_order,
             deficit: status.deficit,
             highest_seen: status.highest_seen.map_or(0, |h| h + 1),
@@ -1604,8 +1604,14 @@ impl Connection {
             pn_bitmap: self.ack.bitmap,
             ack_delay_us: u32::try_from(delay.as_micros()).unwrap_or(u32::MAX),
             reorder_pkts: 0,
-        }
-        .emit(buf);
+        })
+    }
+
+    fn emit_ack_if_pending(&mut self, now: Instant, buf: &mut Vec<u8>) {
+        let Some(ack) = self.pending_ack(now) else {
+            return;
+        };
+        ack.emit(buf);
         self.ack.pending = false;
         self.ack.immediate = false;
         self.ack.unacked_eliciting = 0;
@@ -1754,11 +1760,9 @@ impl Connection {
     fn build_payload(&mut self) -> bool {
         // A symbol holds `S − 2` bytes of frames; the packet must also fit the datagram
         // limit with the ACK that will ride in front of it.
-        let ack = if self.ack_ready() {
-            wire::ACK_CHUNK_LEN
-        } else {
-            0
-        };
+        let ack = self
+            .pending_ack(self.ack.largest_time.unwrap_or(self.created))
+            .map_or(0, |a| a.encoded_len_bound());
         let cap = (self.config.symbol_size - 2).min(
             self.config
                 .max_datagram

@@ -308,6 +308,9 @@ pub struct TransferReport {
     pub sender_stats: Option<ctcp_proto::ConnectionStats>,
     /// Receiver statistics at the end.
     pub receiver_stats: Option<ctcp_proto::ConnectionStats>,
+    /// Bytes the receiver put on the link (its ACKs, mostly) per goodput byte: the return
+    /// direction's share of the wire budget.
+    pub ack_per_goodput: f64,
 }
 
 /// Runs `total` bytes from a ctcp sender to a ctcp receiver over `link` (both directions
@@ -411,6 +414,9 @@ fn report(sim: &Sim, flow: FlowId, link: &LinkSpec, total: u64, start: Instant) 
         steady_goodput_bps,
         sender_stats,
         receiver_stats: rx.and_then(|r| r.stats()),
+        ack_per_goodput: rx
+            .and_then(|r| r.stats())
+            .map_or(0.0, |s| s.bytes_sent as f64 / (d.bytes_ok as f64).max(1.0)),
     }
 }
 
