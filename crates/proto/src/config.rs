@@ -42,7 +42,8 @@ pub struct TransportConfig {
     pub initial_window: u64,
     /// INITIATE copies the client sends back to back, padded to `max_datagram`, so the
     /// handshake measures the path's rate both ways (see `handshake_train`); 0 sends one
-    /// small copy instead and leaves rate finding to the start-up probe. At most 64.
+    /// small copy instead and leaves rate finding to the start-up probe. At most 64 count;
+    /// fewer than 4 arrivals give no estimate, so a train of 1–3 only pads.
     pub handshake_train: u8,
 }
 

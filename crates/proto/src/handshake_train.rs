@@ -15,8 +15,9 @@
 //! The measurement is the start-up probe's, and so is its use: the copies between the
 //! first and the last to arrive passed the bottleneck over the arrival span, lost ones
 //! included (random loss on a satellite channel comes after the queue; counting only the
-//! arrivals read 30 % loss as a link 30 % slower), and the window jumps to the same
-//! fraction of the BDP, slow start with its delay exit going on from there. Amplification stays impossible: an ACCEPT is never larger than the
+//! arrivals read 30 % loss as a link 30 % slower), and the window jumps to the BDP it
+//! implies (the probe: 85 % of it; see `cc::ctcp`), slow start with its delay exit going
+//! on from there. Amplification stays impossible: an ACCEPT is never larger than the
 //! INITIATE that drew it.
 
 use std::time::{Duration, Instant};

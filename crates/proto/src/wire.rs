@@ -492,9 +492,10 @@ pub struct Ack {
     pub reorder_pkts: u16,
 }
 
-/// Largest encoded size of an ACK chunk (type byte included): every field a full 8-byte
-/// varint but the reorder estimate (4). A typical one is 20–26 bytes ([`Ack::encoded_len`]).
-pub const ACK_CHUNK_MAX_LEN: usize = 1 + 8 + 8 + 8 + 8 + 8 + 8 + 4;
+/// Largest encoded size of an ACK chunk (type byte included): the ids, the deficit and the
+/// packet number full 8-byte varints, the bitmap 8 bytes, the capped delay and the reorder
+/// estimate 4 each. A typical one is 20–26 bytes ([`Ack::encoded_len`]).
+pub const ACK_CHUNK_MAX_LEN: usize = 1 + 8 + 8 + 8 + 8 + 8 + 4 + 4;
 
 /// The largest ACK delay a varint of 4 bytes holds, in microseconds (18 minutes); longer
 /// delays are reported as this, so [`Ack::encoded_len_bound`] holds whatever the delay.

@@ -203,8 +203,8 @@ fn source_packets_end_with_a_length_less_stream_frame() {
         }
     }
     assert_eq!(got, total);
-    // Every full symbol's packet: 9 + 5 + 1406 + 16 bytes, or 1452 with an ACK in front
-    // (S − 2 − 43 bytes of frames then).
+    // Every full symbol's packet: 9 + 5 + 1406 + 16 bytes, or at most 1452 with an ACK in
+    // front (S − 2 minus the ACK's size in frames then).
     assert!(
         sources > 1000 && full * 20 >= sources * 19,
         "{full} of {sources} source packets fill their symbol; sizes {:?}",

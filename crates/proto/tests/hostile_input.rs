@@ -129,16 +129,12 @@ fn replayed_datagrams_change_nothing() {
         captured.len(),
         replies.len()
     );
-    // The only answers are the session's ACCEPTs, one per replayed INITIATE copy (never
-    // larger than it, as `feed` checks).
+    // No answers at all: the captured handshake's INITIATE copies are replayed, but the
+    // client has sent data since, so the server knows it holds an ACCEPT.
     let initiates = captured
         .iter()
         .filter(|d| d[0] == ctcp_proto::wire::TYPE_INITIATE)
         .count();
     assert!(initiates > 0);
-    use ctcp_proto::wire::{ACCEPT_LEN, MAX_HANDSHAKE_LEN};
-    assert!(replies
-        .iter()
-        .all(|s| (ACCEPT_LEN..=MAX_HANDSHAKE_LEN).contains(s)));
-    assert!(replies.len() <= initiates * (n / captured.len() + 1));
+    assert!(replies.is_empty(), "{} replies", replies.len());
 }

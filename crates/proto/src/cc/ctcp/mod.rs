@@ -70,8 +70,11 @@ pub struct Ctcp {
     /// While the first flight after a start-up jump is out: (rate it is paced at, in
     /// packets per second; until when, from the first send after the jump).
     jump_round: Option<(f64, Option<Instant>)>,
-    /// When a handshake path estimate set the window, until the first send after it.
+    /// When a handshake path estimate set the window, and the rate it measured in packets
+    /// per second: each flight from idle in slow start is paced at that rate for a round
+    /// (the bulk of a proxied transfer follows a small reply a round trip later).
     path_estimate_at: Option<Instant>,
+    path_rate: Option<f64>,
     /// Send times whose losses the latest gated backoff answered (see
     /// [`Controller::congestion_span`]).
     congestion_span: Option<(Instant, Instant)>,
@@ -115,6 +118,7 @@ impl Ctcp {
             min_rtt: None,
             jump_round: None,
             path_estimate_at: None,
+            path_rate: None,
             congestion_span: None,
         }
     }
@@ -211,14 +215,18 @@ impl Ctcp {
 impl Controller for Ctcp {
     fn on_sent(&mut self, now: Instant, packets: u64, in_flight: u64) {
         let from_idle = self.phase == Phase::SlowStart && in_flight <= packets;
-        if let Some(at) = self.path_estimate_at.take() {
+        if let (Some(at), Some(rate), Phase::SlowStart) =
+            (self.path_estimate_at, self.path_rate, self.phase)
+        {
+            let round_end = now + self.min_rtt.unwrap_or_default();
             if from_idle && now.saturating_duration_since(at) > PATH_ESTIMATE_TTL {
                 // Too old to trust for a flight that starts from idle: back to the initial
                 // window and a probe train of its own.
                 *self = Ctcp::new(self.cfg.clone());
-            } else if let Some((rate, None)) = self.jump_round {
-                let rtt = self.min_rtt.unwrap_or_default();
-                self.jump_round = Some((rate, Some(now + rtt)));
+            } else if matches!(self.jump_round, Some((_, None))) || from_idle {
+                // The first send after the estimate, or a new flight from idle: pace this
+                // round at the measured rate.
+                self.jump_round = Some((rate, Some(round_end)));
             }
         }
         let est = self.probe.on_sent(now, packets, from_idle);
@@ -327,9 +335,10 @@ impl Controller for Ctcp {
         self.congestion_span
     }
 
-    /// Jumps as the start-up probe would (same fraction, same paced first round, which
-    /// starts at the next send), unless a probe or an earlier estimate already did or slow
-    /// start is over; the probe is then skipped.
+    /// Jumps as the start-up probe would, but to [`PATH_JUMP_FRACTION`] of the BDP, with
+    /// the same paced round (from the next send, and again for each flight from idle while
+    /// in slow start), unless a probe or an earlier estimate already jumped or slow start
+    /// is over; the probe is then skipped.
     fn on_path_estimate(&mut self, now: Instant, rate: f64, exact: bool, rtt: &RttEstimator) {
         if self.phase != Phase::SlowStart
             || self.startup_rate.is_some()
@@ -342,6 +351,7 @@ impl Controller for Ctcp {
         self.srtt = Some(rtt.srtt());
         self.probe.skip();
         self.path_estimate_at = Some(now);
+        self.path_rate = Some(rate);
         self.on_probe(
             now,
             Some(probe::Estimate {
@@ -352,7 +362,6 @@ impl Controller for Ctcp {
         if let Some((rate, _)) = self.jump_round {
             self.jump_round = Some((rate, None));
         }
-        self.path_estimate_at = Some(now);
     }
 
     fn window(&self) -> u64 {

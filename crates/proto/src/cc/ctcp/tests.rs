@@ -625,3 +625,58 @@ fn a_gated_backoff_marks_its_round_as_congestion_loss_and_random_loss_does_not()
         "the span reaches back about one and a half srtt, not the whole history"
     );
 }
+
+/// A controller given a handshake path estimate of `rate` packets/s at a 500 ms RTT.
+fn with_path_estimate(rate: f64) -> (Ctcp, RttEstimator, Instant) {
+    let mut c = Ctcp::new(CcConfig::default());
+    let mut rtt = RttEstimator::new(ms(100));
+    let t0 = base();
+    rtt.update(t0, ms(500), Duration::ZERO);
+    c.on_path_estimate(t0, rate, true, &rtt);
+    (c, rtt, t0)
+}
+
+#[test]
+fn a_path_estimate_jumps_to_the_bdp_and_skips_the_probe() {
+    let (c, rtt, _) = with_path_estimate(860.0);
+    let bdp = 860.0 * 0.5;
+    let w = c.window() as f64;
+    assert!(
+        (0.95 * bdp..=1.05 * bdp).contains(&w),
+        "window {w}, BDP {bdp}"
+    );
+    assert!(c.in_slow_start());
+    // The first round is paced at the measured rate, not as a train.
+    let gain = c.pacing_gain(rtt.srtt());
+    let rate = gain * w / rtt.srtt().as_secs_f64();
+    assert!((rate - 860.0).abs() < 1.0, "paced at {rate} packets/s");
+}
+
+#[test]
+fn each_flight_from_idle_in_slow_start_is_paced_at_the_path_rate() {
+    let (mut c, mut rtt, t0) = with_path_estimate(860.0);
+    // A small reply goes out; its ACK comes back after the paced round is over.
+    c.on_sent(t0 + ms(10), 1, 1);
+    rtt.update(t0 + ms(510), ms(500), Duration::ZERO);
+    c.on_ack(t0 + ms(510), 1, 0, &rtt);
+    c.on_ack(t0 + ms(900), 0, 0, &rtt);
+    let idle_gain = c.pacing_gain(rtt.srtt());
+    // The bulk flight starts from idle a round trip later: paced at the rate again.
+    c.on_sent(t0 + ms(1000), 1, 1);
+    let w = c.window() as f64;
+    let rate = c.pacing_gain(rtt.srtt()) * w / rtt.srtt().as_secs_f64();
+    assert!((rate - 860.0).abs() < 1.0, "paced at {rate} packets/s");
+    assert!(
+        idle_gain > c.pacing_gain(rtt.srtt()),
+        "without the round: slow-start gain"
+    );
+}
+
+#[test]
+fn a_stale_path_estimate_falls_back_to_the_initial_window_and_a_probe() {
+    let (mut c, _, t0) = with_path_estimate(860.0);
+    assert!(c.window() > CcConfig::default().initial_window);
+    c.on_sent(t0 + PATH_ESTIMATE_TTL + ms(1), 1, 1);
+    assert_eq!(c.window(), CcConfig::default().initial_window);
+    assert!(c.probe.sending_train(), "the flight is a probe train again");
+}
