@@ -351,7 +351,6 @@ impl Controller for Ctcp {
         self.srtt = Some(rtt.srtt());
         self.probe.skip();
         self.path_estimate_at = Some(now);
-        self.path_rate = Some(rate);
         self.on_probe(
             now,
             Some(probe::Estimate {
@@ -359,8 +358,11 @@ impl Controller for Ctcp {
                 dispersed: exact,
             }),
         );
+        // Only a jump paces later flights at the rate: an estimate below the initial
+        // window (a loopback train too short to measure) leaves slow start as it is.
         if let Some((rate, _)) = self.jump_round {
             self.jump_round = Some((rate, None));
+            self.path_rate = Some(rate);
         }
     }
 
