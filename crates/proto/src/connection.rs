@@ -774,15 +774,11 @@ impl Connection {
             p.rtt = Some(p.rtt.map_or(sample, |r| r.min(sample)));
         }
         p.deadline = self.train_arrivals.quiet_deadline();
-        if self.train_arrivals.count() >= u32::from(self.train_len()) {
+        if self.train_arrivals.count()
+            >= u32::from(handshake_train::train_len(self.config.handshake_train))
+        {
             self.finish_train_probe(now);
         }
-    }
-
-    /// INITIATE copies in the handshake train (the configured count, at most
-    /// [`handshake_train::MAX_TRAIN`]).
-    fn train_len(&self) -> u8 {
-        self.config.handshake_train.min(handshake_train::MAX_TRAIN)
     }
 
     /// Client: the handshake train is measured. Gives our controller the rate towards the
@@ -833,8 +829,7 @@ impl Connection {
     /// (replays, or stragglers) are not answered; nor are more than
     /// [`MAX_ACCEPTS`] in all, so a replayer cannot crowd the session's own traffic.
     pub(crate) fn on_initiate(&mut self, now: Instant, init: &Initiate) {
-        if self.side != Side::Server
-            || init.client_random != self.client_random
+        if !self.answers_handshake(&init.client_random)
             || self.rx_packets > 0
             || self.accepts_queued >= MAX_ACCEPTS
         {
@@ -863,6 +858,12 @@ impl Connection {
             accept.emit(&mut bytes);
             self.accept_pending.push_back(bytes);
         }
+    }
+
+    /// Whether an INITIATE with `client_random` is (a copy of) the one this server session
+    /// accepted; another random naming its id is a different client.
+    pub(crate) fn answers_handshake(&self, client_random: &[u8; RANDOM_LEN]) -> bool {
+        self.side == Side::Server && *client_random == self.client_random
     }
 
     /// Server: applies a PATH frame received from the client.
@@ -1501,7 +1502,7 @@ impl Connection {
                 if now < *next_send {
                     return None;
                 }
-                let train = u32::from(self.config.handshake_train.min(handshake_train::MAX_TRAIN));
+                let train = u32::from(handshake_train::train_len(self.config.handshake_train));
                 if *attempts < train {
                     // A train copy: numbered, padded to a full datagram, sent back to back
                     // with the others (see `handshake_train`).
@@ -1620,7 +1621,7 @@ impl Connection {
             return;
         };
         if buf.len() + ack.encoded_len() + body + TAG_LEN <= self.config.max_datagram {
-            self.emit_ack_if_pending(now, buf);
+            self.emit_ack(&ack, buf);
         }
     }
 
@@ -1647,9 +1648,13 @@ impl Connection {
     }
 
     fn emit_ack_if_pending(&mut self, now: Instant, buf: &mut Vec<u8>) {
-        let Some(ack) = self.pending_ack(now) else {
-            return;
-        };
+        if let Some(ack) = self.pending_ack(now) {
+            self.emit_ack(&ack, buf);
+        }
+    }
+
+    /// Appends `ack` (from [`Connection::pending_ack`]) and clears what was pending.
+    fn emit_ack(&mut self, ack: &Ack, buf: &mut Vec<u8>) {
         ack.emit(buf);
         self.ack.pending = false;
         self.ack.immediate = false;

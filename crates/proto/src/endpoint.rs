@@ -78,9 +78,6 @@ pub struct Endpoint {
     cursor: usize,
     /// Client randoms of accepted handshakes, for replay rejection, with their expiry.
     seen_randoms: HashMap<[u8; RANDOM_LEN], Instant>,
-    /// The client random of each live session's handshake: a retransmitted INITIATE (same
-    /// random) draws another ACCEPT, another random is a clashing client.
-    accepted: HashMap<u32, [u8; RANDOM_LEN]>,
     outbox: VecDeque<(SocketAddr, Vec<u8>)>,
     handshake_tokens: f64,
     reset_tokens: f64,
@@ -101,7 +98,6 @@ impl Endpoint {
             order: Vec::new(),
             cursor: 0,
             seen_randoms: HashMap::new(),
-            accepted: HashMap::new(),
             outbox: VecDeque::new(),
             last_refill: None,
             wall_clock: None,
@@ -273,20 +269,17 @@ impl Endpoint {
             return;
         }
         if let Some(existing) = self.connections.get_mut(&init.conn_id) {
-            match self.accepted.get(&init.conn_id) {
-                // A retransmitted INITIATE: answer again with the same ACCEPT (to the
-                // session's address, not necessarily the sender's).
-                Some(random) if *random == init.client_random => {
-                    existing.on_initiate(now, &init);
-                }
+            if existing.answers_handshake(&init.client_random) {
+                // A retransmitted INITIATE: answer again (to the session's address, not
+                // necessarily the sender's).
+                existing.on_initiate(now, &init);
+            } else {
                 // Another client drew an id in use (32 random bits, so rare but possible).
                 // Refuse it: the live session keeps its id, keys and address, and the new
                 // client's handshake times out, after which it connects again with a
                 // fresh id.
-                _ => {
-                    self.drops.refused += 1;
-                    tracing::debug!(%from, conn = init.conn_id, "handshake refused: connection id in use");
-                }
+                self.drops.refused += 1;
+                tracing::debug!(%from, conn = init.conn_id, "handshake refused: connection id in use");
             }
             return;
         }
@@ -330,7 +323,6 @@ impl Endpoint {
             self.config.psk.clone(),
         );
         conn.on_initiate(now, &init);
-        self.accepted.insert(init.conn_id, init.client_random);
         tracing::debug!(%from, conn = init.conn_id, "session accepted");
         self.insert(init.conn_id, conn);
     }
@@ -394,7 +386,6 @@ impl Endpoint {
             .collect();
         for id in drained {
             self.connections.remove(&id);
-            self.accepted.remove(&id);
             self.order.retain(|&x| x != id);
         }
         if self.cursor >= self.order.len() {

@@ -24,6 +24,11 @@ use std::time::{Duration, Instant};
 
 /// Train copies counted at most (positions 1..=64 fit the arrival bitmap).
 pub(crate) const MAX_TRAIN: u8 = 64;
+/// INITIATE copies in the train for a configured count: at most [`MAX_TRAIN`].
+pub(crate) fn train_len(configured: u8) -> u8 {
+    configured.min(MAX_TRAIN)
+}
+
 /// Arrivals more than this after the train's first are not part of it (a late or replayed
 /// copy must not stretch the span).
 const TRAIN_WINDOW: Duration = Duration::from_secs(1);

@@ -130,9 +130,9 @@ impl Ctcp {
     }
 
     /// A start-up probe result (or a handshake path estimate): in slow start, raise the
-    /// window to [`probe::JUMP_FRACTION`] (or [`PATH_JUMP_FRACTION`]) of `rate × RTT_min`
-    /// (never lower it); slow start and its delay exit go on from there.
-    fn on_probe(&mut self, now: Instant, est: Option<probe::Estimate>) {
+    /// window to `fraction` ([`probe::JUMP_FRACTION`] or [`PATH_JUMP_FRACTION`]) of
+    /// `rate × RTT_min` (never lower it); slow start and its delay exit go on from there.
+    fn jump(&mut self, now: Instant, est: Option<probe::Estimate>, fraction: f64) {
         let Some(est) = est.filter(|e| e.rate.is_finite() && e.rate > 0.0) else {
             return;
         };
@@ -145,11 +145,6 @@ impl Ctcp {
         if est.dispersed {
             self.ss_bdp = Some(bdp);
         }
-        let fraction = if self.path_estimate_at.is_some() {
-            PATH_JUMP_FRACTION
-        } else {
-            probe::JUMP_FRACTION
-        };
         let target = fraction * bdp;
         if target > self.cwnd {
             self.cwnd = target;
@@ -230,7 +225,7 @@ impl Controller for Ctcp {
             }
         }
         let est = self.probe.on_sent(now, packets, from_idle);
-        self.on_probe(now, est);
+        self.jump(now, est, probe::JUMP_FRACTION);
     }
 
     fn on_ack(&mut self, now: Instant, acked: u64, in_flight: u64, rtt: &RttEstimator) {
@@ -241,7 +236,7 @@ impl Controller for Ctcp {
         }
         if acked > 0 {
             let est = self.probe.on_ack(now, acked, rtt.min_rtt());
-            self.on_probe(now, est);
+            self.jump(now, est, probe::JUMP_FRACTION);
         }
         if self
             .jump_round
@@ -302,7 +297,7 @@ impl Controller for Ctcp {
             self.min_rtt = Some(rtt.min_rtt());
         }
         let est = self.probe.on_loss(now, lost);
-        self.on_probe(now, est);
+        self.jump(now, est, probe::JUMP_FRACTION);
         if in_recovery(self.recovery_start, sent_time)
             || !backoff::queueing(rtt)
             || self.probe.in_train(sent_time)
@@ -351,12 +346,13 @@ impl Controller for Ctcp {
         self.srtt = Some(rtt.srtt());
         self.probe.skip();
         self.path_estimate_at = Some(now);
-        self.on_probe(
+        self.jump(
             now,
             Some(probe::Estimate {
                 rate,
                 dispersed: exact,
             }),
+            PATH_JUMP_FRACTION,
         );
         // Only a jump paces later flights at the rate: an estimate below the initial
         // window (a loopback train too short to measure) leaves slow start as it is.
