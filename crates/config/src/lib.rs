@@ -83,6 +83,11 @@ pub struct TransportSettings {
     pub max_streams: usize,
     /// Send-side memory budget of a session: bytes all its streams may queue together.
     pub session_send_buffer: u64,
+    /// Repairs sent ahead of loss reports, in percent of the expected loss (0..=400).
+    /// 0 (default) repairs only reported holes: the least wire; more lowers delivery delay.
+    pub proactive_repair_percent: u16,
+    /// Handshake copies sent back to back to measure the path (0..=64; 0 turns it off).
+    pub handshake_train: u8,
 }
 
 impl Default for TransportSettings {
@@ -96,6 +101,8 @@ impl Default for TransportSettings {
             initial_rtt: Duration::from_millis(100),
             max_streams: 4096,
             session_send_buffer: 16 << 20,
+            proactive_repair_percent: 0,
+            handshake_train: 16,
         }
     }
 }
@@ -295,6 +302,21 @@ pub fn validate_transport(
     }
     if t.max_rate_bps.is_some_and(|r| r < 64_000) {
         return err("transport.max_rate", "must be at least 64kbit".into());
+    }
+    if t.proactive_repair_percent > 400 {
+        return err(
+            "transport.proactive_repair",
+            format!(
+                "must be a percentage between 0 and 400 (got {})",
+                t.proactive_repair_percent
+            ),
+        );
+    }
+    if t.handshake_train > 64 {
+        return err(
+            "transport.handshake_train",
+            format!("must be between 0 and 64 (got {})", t.handshake_train),
+        );
     }
     if t.idle_timeout < Duration::from_secs(1) {
         return err("transport.idle_timeout", "must be at least 1s".into());

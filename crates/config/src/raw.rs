@@ -31,6 +31,8 @@ struct RawTransport {
     initial_rtt: Option<Duration>,
     max_streams: Option<usize>,
     session_send_buffer: Option<String>,
+    proactive_repair: Option<u16>,
+    handshake_train: Option<u8>,
 }
 
 #[derive(Deserialize)]
@@ -183,6 +185,8 @@ fn transport(raw: RawTransport, text: &str, src: &str) -> Result<TransportSettin
                 ConfigError::new(src, Some(text), "transport.session_send_buffer", m)
             })?,
         },
+        proactive_repair_percent: raw.proactive_repair.unwrap_or(d.proactive_repair_percent),
+        handshake_train: raw.handshake_train.unwrap_or(d.handshake_train),
     };
     validate_transport(&t, src, Some(text))?;
     Ok(t)

@@ -85,6 +85,26 @@ fn durations_sizes_rates() {
     assert!(f.fast_open);
     let e = ForwardConfig::from_toml_str("fast_open = \"yes\"\n", "f").unwrap_err();
     assert_eq!(e.line, Some(1));
+    let f = ForwardConfig::from_toml_str(
+        "[transport]\nproactive_repair = 90\nhandshake_train = 0\n",
+        "f",
+    )
+    .unwrap();
+    assert_eq!(f.transport.proactive_repair_percent, 90);
+    assert_eq!(f.transport.handshake_train, 0);
+    let d = ForwardConfig::from_toml_str("", "f").unwrap();
+    assert_eq!(
+        d.transport.proactive_repair_percent, 0,
+        "reactive by default"
+    );
+    assert_eq!(d.transport.handshake_train, 16);
+    for (bad, key) in [
+        ("proactive_repair = 401", "transport.proactive_repair"),
+        ("handshake_train = 65", "transport.handshake_train"),
+    ] {
+        let e = ForwardConfig::from_toml_str(&format!("[transport]\n{bad}\n"), "f").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some(key), "{bad}");
+    }
     assert_eq!(parse_size("64KiB"), Ok(65536));
     assert_eq!(parse_size("16MB"), Ok(16_000_000));
     assert_eq!(parse_rate("1Gbit"), Ok(1_000_000_000));

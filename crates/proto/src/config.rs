@@ -45,6 +45,14 @@ pub struct TransportConfig {
     /// small copy instead and leaves rate finding to the start-up probe. At most 64 count;
     /// fewer than 4 arrivals give no estimate, so a train of 1–3 only pads.
     pub handshake_train: u8,
+    /// Repairs sent ahead of any loss report, as a share of the expected loss (1.0: as
+    /// many as the loss estimate predicts, sized by the redundancy policy's decode target).
+    /// 0, the default, repairs only what the receiver reports missing: every repair then
+    /// fills a hole, which keeps the wire within 1.05/(1 − loss) of the goodput, but each
+    /// loss delays in-order delivery by about a round trip (p99 at 500 ms / 5 %: 1.4–2.7 s
+    /// against 0.8–1.0 s at 0.9, for 1–4 % more bytes on the wire). Values above 0 buy
+    /// delivery delay with bandwidth; 0.9 was the default up to protocol version 3.
+    pub proactive_repair: f64,
 }
 
 impl Default for TransportConfig {
@@ -67,6 +75,7 @@ impl Default for TransportConfig {
             max_rate_bps: None,
             initial_window: 32,
             handshake_train: 16,
+            proactive_repair: 0.0,
         }
     }
 }

@@ -14,6 +14,7 @@ use crate::frame::{Frame, Frames, StreamId, Target};
 use crate::handshake_train::{self, Arrivals};
 use crate::pacer::Pacer;
 use crate::redundancy::RedundancyPolicy;
+use crate::repair_debt::RepairDebt;
 use crate::rtt::RttEstimator;
 use crate::stream::{ReadOutcome, RecvHalf, SendHalf, StreamError};
 use crate::wire::{
@@ -354,14 +355,13 @@ pub struct Connection {
     /// [`Connection::tail_budget`]): set once per idle spell, `None` again after the next
     /// source.
     tail_repairs: Option<u32>,
-    repair_debt: u32,
-    /// End (exclusive) of the range reactive repairs cover: one past the newest symbol
-    /// known to be missing at the peer. Reactive repairs stop there instead of spanning
-    /// the whole window, so they never include symbols sent since whose fate is unknown;
-    /// a repair that also spans newer, meanwhile lost symbols cannot decode until those
-    /// are repaired too, and at high loss the deficit then hardly ever reaches zero
-    /// (in-order delivery stalled for hundreds of ms at 20 % loss).
-    reactive_end: SymbolId,
+    /// Repairs owed for declared losses (and probes), each with the end of the range it
+    /// must cover. Reactive repairs stop there instead of spanning the whole window, so
+    /// they never include symbols sent since whose fate is unknown; a repair that also
+    /// spans newer, meanwhile lost symbols cannot decode until those are repaired too, and
+    /// at high loss the deficit then hardly ever reaches zero (in-order delivery stalled
+    /// for hundreds of ms at 20 % loss).
+    debt: RepairDebt,
     peer_next_in_order: SymbolId,
     peer_deficit: u32,
     loss_time: Option<Instant>,
@@ -485,22 +485,17 @@ impl OwnedFrame {
     }
 }
 
-/// Proactive repairs per expected loss at and above [`PROACTIVE_FULL_RTT`]. Below 1 on
-/// purpose: reactive and tail repairs top up whatever proactive repair leaves, and every
-/// proactive repair beyond the actual loss is wasted. Sim-sweep at 500/600 ms and 1/5/20 %
-/// loss, 4 seeds: mean efficiency 0.863 with 1.1, 0.872 with 0.9 (20 % loss: +1.4 to
-/// +2.4 points), 0.867 with 0.7; 20 and 100 ms cells +0–0.9 points. It costs delivery
-/// delay (p99 at 500 ms 0.6–0.8 s → 0.75–0.85 s), which is not met at either setting.
-const PROACTIVE_SHARE: f64 = 0.9;
-/// RTT (seconds) from which proactive repair runs at its full share; below, the share
-/// shrinks in proportion and reactive repair carries the rest. Sim-sweep, 2 seeds,
+/// RTT (seconds) from which proactive repair (`TransportConfig::proactive_repair`) runs at
+/// its full share; below, the share shrinks in proportion and reactive repair carries the
+/// rest. Sim-sweep, 2 seeds,
 /// 20 ms / 20 % loss: efficiency 0.849 with a 100 ms scale and a floor of ½ → 0.909.
 const PROACTIVE_FULL_RTT: f64 = 0.5;
-/// Reactive repairs end at the newest known-missing symbol only on paths with an srtt
-/// below this, where reactive repair carries most losses (20 ms / 20 %: p99 delay 2.2 s →
-/// 0.1 s); on long paths, where proactive repairs spanning the window arrive all the
-/// time, full-range reactive repairs combine better with them (500 ms, 4 seeds: 0.90 vs
-/// 0.88 steady efficiency at 20 % loss).
+/// With proactive repair on, reactive repairs end at the hole they were owed for only on
+/// paths with an srtt below this, where reactive repair carries most losses (20 ms /
+/// 20 %: p99 delay 2.2 s → 0.1 s); on long paths, where proactive repairs spanning the
+/// window arrive all the time, full-range reactive repairs combine better with them
+/// (sim-sweep at 500 ms, share 0.9: wire 1.092 vs 1.103 and efficiency 0.925 vs 0.916 at
+/// 5 % loss). Without proactive repair they always end at their hole.
 const NARROW_REACTIVE_BELOW: Duration = Duration::from_millis(250);
 /// Packet-number threshold for declaring loss when no reordering has been measured.
 const PACKET_THRESHOLD: u64 = 3;
@@ -596,8 +591,7 @@ impl Connection {
             redundancy: RedundancyPolicy::default(),
             repair_credit: 0.0,
             tail_repairs: None,
-            repair_debt: 0,
-            reactive_end: 0,
+            debt: RepairDebt::default(),
             peer_next_in_order: 0,
             peer_deficit: 0,
             loss_time: None,
@@ -678,7 +672,7 @@ impl Connection {
         s.round_min = self.rtt.round_min();
         s.slow_start = self.cc.in_slow_start();
         s.in_flight = self.in_flight;
-        s.repair_debt = self.repair_debt;
+        s.repair_debt = self.debt.len();
         s.stream_bytes_sent = self.stream_bytes_sent();
         s.peer_deficit = self.peer_deficit;
         s.unacked_symbols = self.encoder.len() as u64;
@@ -708,10 +702,10 @@ impl Connection {
         // the RTT: a reactive repair costs a round trip of delay but is never wasted, while
         // a proactive one that lands where nothing is missing is (34–45 % of them at 5 %
         // loss when both ran at full share). On short paths the round trip is cheap, so
-        // repair is almost all reactive (0.9 × srtt / 500 ms of the expected loss); from
-        // 500 ms up, proactive repair carries most of the loss and reactive the rest.
-        let share =
-            PROACTIVE_SHARE * (self.rtt.srtt().as_secs_f64() / PROACTIVE_FULL_RTT).clamp(0.0, 1.0);
+        // repair is almost all reactive (share × srtt / 500 ms of the expected loss); from
+        // 500 ms up, proactive repair carries its configured share of the loss.
+        let share = self.config.proactive_repair.clamp(0.0, 4.0)
+            * (self.rtt.srtt().as_secs_f64() / PROACTIVE_FULL_RTT).clamp(0.0, 1.0);
         let budget = if p < 0.5 { share * p / (1.0 - p) } else { 1.0 };
         policy.min(budget)
     }
@@ -1229,14 +1223,15 @@ impl Connection {
             .saturating_add(u32::try_from(unseen).unwrap_or(u32::MAX));
         // Repairs in flight were already taken off the debt when sent: bound the debt by
         // what they leave uncovered, rather than subtracting them a second time.
-        self.repair_debt = self.repair_debt.min(cap.saturating_sub(surplus));
+        self.debt.settle_below(covered);
+        self.debt.cap(cap.saturating_sub(surplus));
         // Safety net: the receiver lacks symbols and no repair is on its way. Not while a
         // packet this ACK should already cover is still unresolved: that hole is most
         // likely a reordered packet on its way (RACK declares it lost in time if it is
         // not), and answering it at once sent a useless repair for about one in three
         // reordered packets (simulator, 2 % of packets 50 ms late at 100 ms).
         if ack.deficit > 0
-            && self.repair_debt == 0
+            && self.debt.is_empty()
             && in_flight.reactive + in_flight.speculative == 0
             && !self.repairs_in_flight()
             && !self
@@ -1245,8 +1240,7 @@ impl Connection {
                 .take(ack_index.min(self.sent.len()))
                 .any(|p| p.in_flight && !p.acked)
         {
-            self.repair_debt = ack.deficit;
-            self.reactive_end = self.encoder.next_id();
+            self.debt.owe_at_least(ack.deficit, self.encoder.next_id());
         }
         self.trim_sent();
     }
@@ -1327,8 +1321,7 @@ impl Connection {
                     SentKind::Control => None,
                 };
                 if let Some(end) = needed_end {
-                    self.repair_debt = self.repair_debt.saturating_add(1);
-                    self.reactive_end = self.reactive_end.max(end);
+                    self.debt.owe(end);
                 }
             } else {
                 let t = p.time + delay;
@@ -1471,9 +1464,8 @@ impl Connection {
             self.pto_count += 1;
             // Two probes when loss is significant, so one loss does not cost another PTO.
             let probes = if self.loss.p() > 0.05 { 2 } else { 1 };
-            self.repair_debt = self.repair_debt.max(probes);
             // The tail's fate is unknown: probes cover everything sent.
-            self.reactive_end = self.encoder.next_id();
+            self.debt.owe_at_least(probes, self.encoder.next_id());
             self.last_ack_eliciting_sent = Some(now);
             if self.encoder.is_empty() {
                 self.ping_pending = true;
@@ -1553,12 +1545,12 @@ impl Connection {
         } else {
             None
         };
-        let probe = self.pto_count > 0 && self.repair_debt > 0;
+        let probe = self.pto_count > 0 && !self.debt.is_empty();
         let can_send = (cwnd_open && paced_ok) || probe;
 
         let have_unacked = !self.encoder.is_empty();
-        if can_send && have_unacked && (self.repair_debt > 0 || self.repair_credit >= 1.0) {
-            let origin = if self.repair_debt > 0 {
+        if can_send && have_unacked && (!self.debt.is_empty() || self.repair_credit >= 1.0) {
+            let origin = if !self.debt.is_empty() {
                 RepairOrigin::Debt
             } else {
                 RepairOrigin::Credit
@@ -1738,13 +1730,20 @@ impl Connection {
         let next = self.encoder.next_id();
         // Reactive repairs end after the newest symbol known to be missing; proactive ones
         // (and reactive ones with no known end) span everything unacknowledged.
-        let end = if origin == RepairOrigin::Debt
-            && self.reactive_end > first
-            && self.rtt.srtt() < NARROW_REACTIVE_BELOW
-        {
-            self.reactive_end.min(next)
+        let owed = if origin == RepairOrigin::Debt {
+            self.debt.take()
         } else {
-            next
+            None
+        };
+        let end = match owed {
+            Some(e)
+                if e > first
+                    && (self.config.proactive_repair <= 0.0
+                        || self.rtt.srtt() < NARROW_REACTIVE_BELOW) =>
+            {
+                e.min(next)
+            }
+            _ => next,
         };
         let count = (end - first).min(u64::from(u16::MAX)) as u16;
         self.begin_packet(buf);
@@ -1752,7 +1751,7 @@ impl Connection {
             Ok(h) => h,
             Err(e) => {
                 tracing::debug!(conn = self.conn_id, error = %e, "repair generation failed");
-                self.repair_debt = 0;
+                self.debt.clear();
                 self.repair_credit = 0.0;
                 self.emit_ack_if_pending(now, buf);
                 return self.finish_packet(now, buf, SentKind::Control, false);
@@ -1763,7 +1762,7 @@ impl Connection {
         wire::emit_repair(buf, &header, &self.repair_buf);
         let reactive = origin == RepairOrigin::Debt;
         match origin {
-            RepairOrigin::Debt => self.repair_debt = self.repair_debt.saturating_sub(1),
+            RepairOrigin::Debt => {} // taken above
             RepairOrigin::Credit => self.repair_credit -= 1.0,
             RepairOrigin::Tail => {}
         }

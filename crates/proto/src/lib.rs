@@ -15,6 +15,7 @@ pub mod frame;
 mod handshake_train;
 pub mod pacer;
 pub mod redundancy;
+mod repair_debt;
 pub mod rtt;
 pub mod stream;
 pub mod wire;

@@ -54,6 +54,8 @@ pub fn transport_config(t: &TransportSettings) -> TransportConfig {
         initial_rtt: t.initial_rtt,
         max_streams: t.max_streams,
         session_send_buffer: usize::try_from(t.session_send_buffer).unwrap_or(usize::MAX),
+        proactive_repair: f64::from(t.proactive_repair_percent) / 100.0,
+        handshake_train: t.handshake_train,
         ..TransportConfig::default()
     }
 }
