@@ -92,6 +92,13 @@ fn durations_sizes_rates() {
     .unwrap();
     assert_eq!(f.transport.proactive_repair_percent, 90);
     assert_eq!(f.transport.handshake_train, 0);
+    let edge = ForwardConfig::from_toml_str(
+        "[transport]\nproactive_repair = 400\nhandshake_train = 64\n",
+        "f",
+    )
+    .unwrap();
+    assert_eq!(edge.transport.proactive_repair_percent, 400);
+    assert_eq!(edge.transport.handshake_train, 64);
     let d = ForwardConfig::from_toml_str("", "f").unwrap();
     assert_eq!(
         d.transport.proactive_repair_percent, 0,

@@ -46,12 +46,15 @@ pub struct TransportConfig {
     /// fewer than 4 arrivals give no estimate, so a train of 1–3 only pads.
     pub handshake_train: u8,
     /// Repairs sent ahead of any loss report, as a share of the expected loss (1.0: as
-    /// many as the loss estimate predicts, sized by the redundancy policy's decode target).
-    /// 0, the default, repairs only what the receiver reports missing: every repair then
-    /// fills a hole, which keeps the wire within 1.05/(1 − loss) of the goodput, but each
-    /// loss delays in-order delivery by about a round trip (p99 at 500 ms / 5 %: 1.4–2.7 s
-    /// against 0.8–1.0 s at 0.9, for 1–4 % more bytes on the wire). Values above 0 buy
-    /// delivery delay with bandwidth; 0.9 was the default up to protocol version 3.
+    /// many as the loss estimate predicts, capped by the redundancy policy's decode
+    /// target), scaled down in proportion on paths under 500 ms srtt (0.9 acts as 0.18 at
+    /// 100 ms), at most 4. 0, the default, repairs what the receiver reports missing plus
+    /// a margin for the flight's likely losses when the sender falls idle (tail repairs and
+    /// probes): nearly every repair fills a hole, which keeps the wire within
+    /// 1.05/(1 − loss) of the goodput, but each loss delays in-order delivery by about a
+    /// round trip (p99 at 500 ms / 5 %: 1.4–2.7 s against 0.8–1.0 s at 0.9, for 1–4 % more
+    /// bytes on the wire). Values above 0 buy delivery delay with bandwidth; 0.9 was built
+    /// in before this setting existed. Not finite counts as 0.
     pub proactive_repair: f64,
 }
 

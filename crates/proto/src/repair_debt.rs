@@ -41,8 +41,19 @@ impl RepairDebt {
         }
     }
 
+    /// Owes repairs until at least `n` of them cover everything below `end` (tail
+    /// probes: the fate of the whole flight is unknown).
+    pub(crate) fn owe_spanning(&mut self, n: u32, end: SymbolId) {
+        let spanning = self.ends.iter().rev().take_while(|&&e| e >= end).count();
+        for _ in spanning..n as usize {
+            self.owe(end);
+        }
+    }
+
     /// Keeps at most `n` owed repairs, dropping those with the lowest ends: a repair
-    /// reaching further covers any hole a shorter one would.
+    /// reaching further can fill any hole a shorter one could (which holes are open is
+    /// unknown when the peer reports fewer than are owed), though it decodes only once the
+    /// newer holes in its range are filled too.
     pub(crate) fn cap(&mut self, n: u32) {
         while self.len() > n {
             self.ends.pop_front();
@@ -110,6 +121,25 @@ mod tests {
         d.settle_below(7);
         assert_eq!(d.len(), 1);
         assert_eq!(d.take(), Some(9));
+    }
+
+    #[test]
+    fn probes_span_the_whole_flight() {
+        let mut d = RepairDebt::default();
+        d.owe(4);
+        d.owe(6);
+        d.owe_spanning(2, 10);
+        assert_eq!(d.len(), 4, "narrow entries do not count as spanning");
+        d.owe_spanning(2, 10);
+        assert_eq!(d.len(), 4);
+        assert_eq!(d.take(), Some(4));
+        assert_eq!(d.take(), Some(6));
+        assert_eq!(d.take(), Some(10));
+        assert_eq!(d.take(), Some(10));
+        // Empty and over-sized operations are no-ops.
+        d.cap(5);
+        d.settle_below(100);
+        assert_eq!(d.take(), None);
     }
 
     #[test]

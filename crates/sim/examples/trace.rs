@@ -42,6 +42,9 @@ fn main() {
     let cfg = TransportConfig {
         stream_send_buffer: 64 << 10,
         handshake_train: std::env::var("TRAIN").map_or(16, |v| v.parse().unwrap()),
+        // WINDOW=n: coding window in symbols; PROACTIVE=x: proactive repair share.
+        window: std::env::var("WINDOW").map_or(4096, |v| v.parse().unwrap()),
+        proactive_repair: std::env::var("PROACTIVE").map_or(0.0, |v| v.parse().unwrap()),
         ..TransportConfig::default()
     };
     let tx = CtcpPeer::sender(cfg.clone(), &[7; 32], seed, start, (mb * 1e6) as u64);
