@@ -237,31 +237,15 @@ fn job_row(
     before: &Snapshot,
     after: &Snapshot,
 ) -> Value {
-    let wire = after
-        .b_to_a
-        .link
-        .bytes_in
-        .saturating_sub(before.b_to_a.link.bytes_in);
-    let ack_wire = after
-        .a_to_b
-        .link
-        .bytes_in
-        .saturating_sub(before.a_to_b.link.bytes_in);
-    let lost = after
-        .b_to_a
-        .link
-        .lost
-        .saturating_sub(before.b_to_a.link.lost)
-        + after
-            .b_to_a
-            .link
-            .queue_drops
-            .saturating_sub(before.b_to_a.link.queue_drops);
-    let packets = after
-        .b_to_a
-        .link
-        .packets_in
-        .saturating_sub(before.b_to_a.link.packets_in);
+    // Counter deltas over the job, per direction (B→A carries the data).
+    let (down, down0) = (&after.b_to_a.link, &before.b_to_a.link);
+    let (up, up0) = (&after.a_to_b.link, &before.a_to_b.link);
+    let wire = down.bytes_in.saturating_sub(down0.bytes_in);
+    let ack_wire = up.bytes_in.saturating_sub(up0.bytes_in);
+    let random_lost = down.lost.saturating_sub(down0.lost);
+    let queue_drops = down.queue_drops.saturating_sub(down0.queue_drops);
+    let lost = random_lost + queue_drops;
+    let packets = down.packets_in.saturating_sub(down0.packets_in);
     let rate = spec.rate_bps.unwrap_or(RATE) as f64;
     let row = json!({
         "mode": mode,
@@ -279,9 +263,8 @@ fn job_row(
         "wire_bytes": wire,
         "wire_per_goodput": ratio(wire, t.bytes),
         "ack_wire_bytes": ack_wire,
-        "link_lost_b_to_a": after.b_to_a.link.lost.saturating_sub(before.b_to_a.link.lost),
-        "link_queue_drops_b_to_a":
-            after.b_to_a.link.queue_drops.saturating_sub(before.b_to_a.link.queue_drops),
+        "link_lost_b_to_a": random_lost,
+        "link_queue_drops_b_to_a": queue_drops,
         // The loss this run drew (B→A, random and queue drops): a 20 MB run at a nominal
         // 5 % Gilbert loss drew 5.9 %, and the erasure minimum follows what was drawn.
         "loss_realized_b_to_a": (packets > 0).then(|| lost as f64 / packets as f64),
