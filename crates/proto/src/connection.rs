@@ -353,7 +353,7 @@ pub struct Connection {
     repair_credit: f64,
     /// Tail repairs still to send while the sender has no new source to send (see
     /// [`Connection::tail_budget`]): set once per idle spell, `None` again after the next
-    /// source.
+    /// source or reactive repair.
     tail_repairs: Option<u32>,
     /// Repairs owed for declared losses (and probes), each with the end of the range it
     /// must cover. Reactive repairs stop there instead of spanning the whole window, so
@@ -687,6 +687,11 @@ impl Connection {
         self.streams.len()
     }
 
+    /// Whether proactive repair is configured (`proactive_repair` finite and positive).
+    fn proactive_on(&self) -> bool {
+        self.config.proactive_repair.is_finite() && self.config.proactive_repair > 0.0
+    }
+
     fn current_repair_ratio(&self) -> f64 {
         let g = self.loss.gilbert();
         // Size the decode block like the window the repairs cover: small blocks need
@@ -704,9 +709,8 @@ impl Connection {
         // loss when both ran at full share). On short paths the round trip is cheap, so
         // repair is almost all reactive (share × srtt / 500 ms of the expected loss); from
         // 500 ms up, proactive repair carries its configured share of the loss.
-        let configured = self.config.proactive_repair;
-        let share = if configured.is_finite() && configured > 0.0 {
-            configured.min(4.0)
+        let share = if self.proactive_on() {
+            self.config.proactive_repair.min(4.0)
                 * (self.rtt.srtt().as_secs_f64() / PROACTIVE_FULL_RTT).clamp(0.0, 1.0)
         } else {
             return 0.0; // off: repair only what the peer reports missing
@@ -1757,8 +1761,7 @@ impl Connection {
         let end = match owed {
             Some(e)
                 if e > first
-                    && (self.config.proactive_repair <= 0.0
-                        || self.rtt.srtt() < NARROW_REACTIVE_BELOW) =>
+                    && (!self.proactive_on() || self.rtt.srtt() < NARROW_REACTIVE_BELOW) =>
             {
                 e.min(next)
             }
