@@ -85,20 +85,14 @@ fn durations_sizes_rates() {
     assert!(f.fast_open);
     let e = ForwardConfig::from_toml_str("fast_open = \"yes\"\n", "f").unwrap_err();
     assert_eq!(e.line, Some(1));
-    let f = ForwardConfig::from_toml_str(
-        "[transport]\nproactive_repair = 90\nhandshake_train = 0\n",
-        "f",
-    )
-    .unwrap();
-    assert_eq!(f.transport.proactive_repair_percent, 90);
-    assert_eq!(f.transport.handshake_train, 0);
-    let edge = ForwardConfig::from_toml_str(
-        "[transport]\nproactive_repair = 400\nhandshake_train = 64\n",
-        "f",
-    )
-    .unwrap();
-    assert_eq!(edge.transport.proactive_repair_percent, 400);
-    assert_eq!(edge.transport.handshake_train, 64);
+    // Ordinary values and the accepted bounds.
+    for (percent, train) in [(90u16, 0u8), (400, 64)] {
+        let text =
+            format!("[transport]\nproactive_repair = {percent}\nhandshake_train = {train}\n");
+        let f = ForwardConfig::from_toml_str(&text, "f").unwrap();
+        assert_eq!(f.transport.proactive_repair_percent, percent);
+        assert_eq!(f.transport.handshake_train, train);
+    }
     let d = ForwardConfig::from_toml_str("", "f").unwrap();
     assert_eq!(
         d.transport.proactive_repair_percent, 0,

@@ -693,6 +693,9 @@ impl Connection {
     }
 
     fn current_repair_ratio(&self) -> f64 {
+        if !self.proactive_on() {
+            return 0.0; // off: repair only what the peer reports missing
+        }
         let g = self.loss.gilbert();
         // Size the decode block like the window the repairs cover: small blocks need
         // proportionally more redundancy and would overshoot the wire budget.
@@ -709,12 +712,8 @@ impl Connection {
         // loss when both ran at full share). On short paths the round trip is cheap, so
         // repair is almost all reactive (share × srtt / 500 ms of the expected loss); from
         // 500 ms up, proactive repair carries its configured share of the loss.
-        let share = if self.proactive_on() {
-            self.config.proactive_repair.min(4.0)
-                * (self.rtt.srtt().as_secs_f64() / PROACTIVE_FULL_RTT).clamp(0.0, 1.0)
-        } else {
-            return 0.0; // off: repair only what the peer reports missing
-        };
+        let share = self.config.proactive_repair.min(4.0)
+            * (self.rtt.srtt().as_secs_f64() / PROACTIVE_FULL_RTT).clamp(0.0, 1.0);
         let budget = if p < 0.5 {
             share * p / (1.0 - p)
         } else {

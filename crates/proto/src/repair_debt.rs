@@ -34,7 +34,7 @@ impl RepairDebt {
     }
 
     /// Owes at least `n` repairs in all, the added ones covering everything below `end`
-    /// (probes and the deficit safety net, where which symbols are missing is unknown).
+    /// (the deficit safety net, where which symbols are missing is unknown).
     pub(crate) fn owe_at_least(&mut self, n: u32, end: SymbolId) {
         while self.len() < n {
             self.owe(end);

@@ -73,8 +73,7 @@ pub struct Ctcp {
     /// When a handshake path estimate set the window, and the rate it measured in packets
     /// per second: each flight from idle in slow start is paced at that rate for a round
     /// (the bulk of a proxied transfer follows a small reply a round trip later).
-    path_estimate_at: Option<Instant>,
-    path_rate: Option<f64>,
+    path: Option<(Instant, f64)>,
     /// Send times whose losses the latest gated backoff answered (see
     /// [`Controller::congestion_span`]).
     congestion_span: Option<(Instant, Instant)>,
@@ -117,8 +116,7 @@ impl Ctcp {
             ss_bdp: None,
             min_rtt: None,
             jump_round: None,
-            path_estimate_at: None,
-            path_rate: None,
+            path: None,
             congestion_span: None,
         }
     }
@@ -210,9 +208,7 @@ impl Ctcp {
 impl Controller for Ctcp {
     fn on_sent(&mut self, now: Instant, packets: u64, in_flight: u64) {
         let from_idle = self.phase == Phase::SlowStart && in_flight <= packets;
-        if let (Some(at), Some(rate), Phase::SlowStart) =
-            (self.path_estimate_at, self.path_rate, self.phase)
-        {
+        if let (Some((at, rate)), Phase::SlowStart) = (self.path, self.phase) {
             let round_end = now + self.min_rtt.unwrap_or_default();
             if from_idle && now.saturating_duration_since(at) > PATH_ESTIMATE_TTL {
                 // Too old to trust for a flight that starts from idle: back to the initial
@@ -345,7 +341,6 @@ impl Controller for Ctcp {
         self.min_rtt = Some(rtt.min_rtt());
         self.srtt = Some(rtt.srtt());
         self.probe.skip();
-        self.path_estimate_at = Some(now);
         self.jump(
             now,
             Some(probe::Estimate {
@@ -358,7 +353,7 @@ impl Controller for Ctcp {
         // window (a loopback train too short to measure) leaves slow start as it is.
         if let Some((rate, _)) = self.jump_round {
             self.jump_round = Some((rate, None));
-            self.path_rate = Some(rate);
+            self.path = Some((now, rate));
         }
     }
 
