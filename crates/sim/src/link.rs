@@ -24,6 +24,18 @@ pub enum LossModel {
     },
 }
 
+impl LossModel {
+    /// The long-run share of packets lost.
+    #[must_use]
+    pub fn mean(&self) -> f64 {
+        match *self {
+            LossModel::None => 0.0,
+            LossModel::Bernoulli(p) => p,
+            LossModel::Gilbert { mean, .. } => mean,
+        }
+    }
+}
+
 /// One direction of a typical link, built into a path as
 ///
 /// `Mtu → Rate → Delay → Jitter → loss → Reorder → Duplicate → Corrupt`
