@@ -203,7 +203,7 @@ fn source_packets_end_with_a_length_less_stream_frame() {
         }
     }
     assert_eq!(got, total);
-    // Every full symbol's packet: 9 + 5 + 1406 + 16 bytes, or at most 1452 with an ACK in
+    // Every full symbol's packet: 8 + 4 + 1406 + 16 bytes, or at most 1452 with an ACK in
     // front (S − 2 minus the ACK's size in frames then).
     assert!(
         sources > 1000 && full * 20 >= sources * 19,
