@@ -372,6 +372,10 @@ pub struct Connection {
     margin: RepairDebt,
     /// When the current busy spell began: the first source sent with nothing in flight.
     busy_since: Option<Instant>,
+    /// Ends of the speculative repairs (tail, proactive, margin) the peer acknowledged
+    /// and may still hold undecoded: each lowers its reported deficit without filling a
+    /// hole above its end.
+    held_speculative: Vec<SymbolId>,
     peer_next_in_order: SymbolId,
     peer_deficit: u32,
     loss_time: Option<Instant>,
@@ -608,6 +612,7 @@ impl Connection {
             debt: RepairDebt::default(),
             margin: RepairDebt::default(),
             busy_since: None,
+            held_speculative: Vec::new(),
             peer_next_in_order: 0,
             peer_deficit: 0,
             loss_time: None,
@@ -1173,6 +1178,13 @@ impl Connection {
             }
             p.acked = true;
             p.delivered = true;
+            if let SentKind::Repair {
+                end,
+                reactive: false,
+            } = p.kind
+            {
+                this.held_speculative.push(end);
+            }
             late.extend(late_arrival(pn, p.time));
             if p.lost {
                 // Spurious loss: it was only late. Reordering, not congestion.
@@ -1258,9 +1270,22 @@ impl Connection {
         let unseen = first_src_after
             .unwrap_or_else(|| self.encoder.next_id())
             .saturating_sub(ack.highest_seen.max(self.peer_next_in_order));
+        // Speculative repairs the peer holds lower its deficit, but one that spans
+        // everything decodes nothing until every hole below its end is filled, and fills
+        // none above: counting them as filled holes let the cap drop the repairs owed for
+        // true holes (600 ms / 10 %: twenty at once after a stall, each then left with
+        // nothing on its way until the coding window filled: 4 s, twice).
+        self.held_speculative.retain(|&e| e > covered);
+        let excess = self
+            .held_speculative
+            .len()
+            .saturating_sub(self.config.window);
+        self.held_speculative.drain(..excess);
+        let held = u32::try_from(self.held_speculative.len()).unwrap_or(u32::MAX);
         let cap = ack
             .deficit
-            .saturating_add(u32::try_from(unseen).unwrap_or(u32::MAX));
+            .saturating_add(u32::try_from(unseen).unwrap_or(u32::MAX))
+            .saturating_add(held);
         // Repairs in flight were already taken off the debt when sent: bound the debt by
         // what they leave uncovered, rather than subtracting them a second time.
         self.debt.settle_below(covered);
