@@ -100,7 +100,6 @@ fn main() -> anyhow::Result<()> {
         let eff_steady = r.steady_goodput_bps / (RATE as f64 * (1.0 - loss));
         let eff_open = r.open_goodput_bps / (RATE as f64 * (1.0 - loss));
         let t90 = r.time_to_90pct.map(|d| d.as_secs_f64());
-        let stats = r.sender_stats.unwrap_or_default();
         println!(
             "{:<12} {:>6} {:>6.3} {:>10.0} {:>6.3} {:>6.3} {:>7.3} {:>6.3} {:>8.1} {:>8} {:>5} {:>7.3} {:>6.3}",
             scenario,
@@ -123,7 +122,7 @@ fn main() -> anyhow::Result<()> {
             "ack_per_goodput": r.ack_per_goodput,
             "bytes_ok": r.bytes_ok, "jain": null, "p99_extra_delay_ms": r.p99_extra_delay_ms, "p99_write_to_read_ms": r.p99_write_to_read_ms,
             "time_to_90pct_s": t90, "seed": seed.0,
-            "repair_origin": stats.repair_origin,
+            "repair_origin": r.sender_stats.map(|s| s.repair_origin),
         }));
         Ok(())
     };

@@ -178,10 +178,9 @@ pub struct ConnectionStats {
 enum SentKind {
     /// Carried source symbol `id`.
     Source(SymbolId),
-    /// Carried a repair whose range ends before `end`. `reactive`: sent from the repair
-    /// debt (for a declared loss), so a lost one is owed again; a lost proactive
-    /// (speculative) one is not.
-    Repair { end: SymbolId, reactive: bool },
+    /// Carried a repair whose range ends before `end`. Only a reactive one
+    /// ([`RepairOrigin::Debt`], for a declared loss) is owed again when lost.
+    Repair { end: SymbolId, origin: RepairOrigin },
     /// Only ACK/PING/CLOSE.
     Control,
 }
@@ -299,7 +298,8 @@ const RECENT_LOST: usize = 256;
 struct InFlightAfter {
     /// Repairs owed for declared losses or a reported deficit.
     reactive: u32,
-    /// Proactive and tail repairs.
+    /// Proactive and tail repairs (not start-up margin copies, which cover the same hole
+    /// as a reactive repair).
     speculative: u32,
     /// Source symbols.
     sources: u32,
@@ -370,7 +370,8 @@ pub struct Connection {
     /// second copy to send beside its replacement, so the hole waits on two repairs
     /// rather than on a chain of single ones (see [`Connection::in_startup`]).
     margin: RepairDebt,
-    /// When the current busy spell began: the first source sent with nothing in flight.
+    /// When the current busy spell began: the first source sent with nothing
+    /// unacknowledged (a stall of a busy flow does not start a new one).
     busy_since: Option<Instant>,
     /// Ends of the speculative repairs (tail, proactive, margin) the peer acknowledged
     /// and may still hold undecoded: each lowers its reported deficit without filling a
@@ -1180,7 +1181,7 @@ impl Connection {
             p.delivered = true;
             if let SentKind::Repair {
                 end,
-                reactive: false,
+                origin: RepairOrigin::Credit | RepairOrigin::Tail,
             } = p.kind
             {
                 this.held_speculative.push(end);
@@ -1328,13 +1329,13 @@ impl Connection {
         let mut first = None;
         for p in self.sent.iter().skip(from) {
             match p.kind {
-                SentKind::Repair { reactive, .. } if p.in_flight => {
-                    if reactive {
-                        n.reactive += 1;
-                    } else {
-                        n.speculative += 1;
-                    }
-                }
+                SentKind::Repair { origin, .. } if p.in_flight => match origin {
+                    RepairOrigin::Debt => n.reactive += 1,
+                    RepairOrigin::Credit | RepairOrigin::Tail => n.speculative += 1,
+                    // A second copy of a reactive repair in flight: it covers the same
+                    // hole, not another one.
+                    RepairOrigin::Margin => {}
+                },
                 SentKind::Source(id) => {
                     n.sources += u32::from(p.in_flight);
                     first.get_or_insert(id);
@@ -1387,14 +1388,14 @@ impl Connection {
                 let needed_end = match p.kind {
                     SentKind::Source(id) => (id >= covered).then_some(id + 1),
                     // A speculative repair that was lost leaves nothing owed.
-                    SentKind::Repair { end, reactive } => {
-                        (end > covered && reactive).then_some(end)
+                    SentKind::Repair { end, origin } => {
+                        (end > covered && origin == RepairOrigin::Debt).then_some(end)
                     }
                     SentKind::Control => None,
                 };
                 if let Some(end) = needed_end {
                     self.debt.owe(end);
-                    if matches!(p.kind, SentKind::Repair { .. }) && startup {
+                    if startup && matches!(p.kind, SentKind::Repair { .. }) {
                         self.margin.owe(end);
                     }
                 }
@@ -1845,7 +1846,6 @@ impl Connection {
         let body = wire::repair_chunk_len(&header, self.repair_buf.len());
         self.emit_ack_if_fits(now, buf, body);
         wire::emit_repair(buf, &header, &self.repair_buf);
-        let reactive = origin == RepairOrigin::Debt;
         match origin {
             // A new round of reactive repairs: the next idle spell sizes its tail anew.
             RepairOrigin::Debt => self.tail_repairs = None,
@@ -1856,10 +1856,13 @@ impl Connection {
         self.stats.repair_sent += 1;
         self.stats.repair_bytes_sent += self.repair_buf.len() as u64;
         let end = first + u64::from(count);
-        self.finish_packet(now, buf, SentKind::Repair { end, reactive }, true)
+        self.finish_packet(now, buf, SentKind::Repair { end, origin }, true)
     }
 
     fn send_source(&mut self, now: Instant, buf: &mut Vec<u8>) -> Transmit {
+        if self.encoder.is_empty() {
+            self.busy_since = Some(now);
+        }
         let payload = std::mem::take(&mut self.payload);
         let id = match self.encoder.push(&payload) {
             Ok(id) => id,
@@ -1871,9 +1874,6 @@ impl Connection {
                 return self.finish_packet(now, buf, SentKind::Control, false);
             }
         };
-        if self.in_flight == 0 {
-            self.busy_since = Some(now);
-        }
         self.begin_packet(buf);
         self.emit_ack_if_pending(now, buf);
         // The SOURCE chunk is the packet's last, so it goes without its length.

@@ -5,7 +5,7 @@
 //! covers the client's random, binding the reply to the request. Session keys are
 //! `HKDF-SHA256(psk, client_random ‖ server_random)`, one AES-256-GCM key per direction.
 //! Every data packet is sealed with the nonce `0^4 ‖ pn` (the full 64-bit packet number,
-//! though the header carries only its low 32 bits) and the header as associated data, so a
+//! though the header carries only its low 24 bits) and the header as associated data, so a
 //! packet number is never reused under one key and a replay fails the window check.
 
 use crate::wire::{
@@ -440,7 +440,8 @@ mod tests {
             Err(CryptoError::Malformed)
         );
 
-        // Across 2^32: the high half comes from the largest authenticated number.
+        // Across 2^32 (a multiple of the 2^24 window): the high bits come from the largest
+        // authenticated number.
         let mut w = ReplayWindow::default();
         w.insert(0xffff_fff0); // as if that packet had authenticated
         assert_eq!(open(&mut w, &seal(0x1_0000_0002)), Ok(0x1_0000_0002));

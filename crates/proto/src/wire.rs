@@ -185,6 +185,7 @@ pub fn varint_len(v: u64) -> usize {
 /// value lies in `(expected − 2^(bits−1), expected + 2^(bits−1)]`; never overflows. Bits of
 /// `truncated` above `bits` are ignored.
 pub fn expand_truncated(expected: u64, truncated: u32, bits: u32) -> u64 {
+    debug_assert!((1..=32).contains(&bits), "window of {bits} bits");
     let bits = bits.clamp(1, 32);
     let win: u64 = 1 << bits;
     let half = win / 2;
@@ -198,8 +199,9 @@ pub fn expand_truncated(expected: u64, truncated: u32, bits: u32) -> u64 {
     }
 }
 
-/// [`expand_truncated`] with a 32-bit window.
-pub fn expand_u32(expected: u64, truncated: u32) -> u64 {
+/// [`expand_truncated`] with a 32-bit window (the tests' reference cases).
+#[cfg(test)]
+fn expand_u32(expected: u64, truncated: u32) -> u64 {
     expand_truncated(expected, truncated, 32)
 }
 
@@ -932,12 +934,12 @@ mod tests {
             assert_eq!(peek_conn_id(&out).unwrap(), (TYPE_DATA, 0x00c0_ffee));
             assert!(DataHeader::parse(&out[..DATA_HEADER_LEN - 1], largest).is_err());
         }
-        // The wire keeps 32 bits: a number 2^32 away from the reference is a different one.
+        // The wire keeps 24 bits: a number 2^24 away from the reference is a different one.
         let mut out = Vec::new();
         DataHeader { conn_id: 1, pn: 5 }.emit(&mut out);
         assert_eq!(
-            DataHeader::parse(&out, Some(1 << 32)).unwrap().pn,
-            (1 << 32) + 5
+            DataHeader::parse(&out, Some(1 << 24)).unwrap().pn,
+            (1 << 24) + 5
         );
     }
 
@@ -1199,7 +1201,7 @@ mod tests {
     #[test]
     fn symbol_ids_round_trip_around_the_receiver_frontier() {
         // (receiver's next_in_order, ids the sender may reference): its whole window either
-        // side, and across 2^32 in both directions.
+        // side, and across 2^24 and 2^32 in both directions.
         let cases = [
             (0u64, vec![0u64, 1, 8191]),
             (5, vec![0, 4, 5, 6, 8200]),
@@ -1214,6 +1216,14 @@ mod tests {
             (
                 0x7_8000_0000,
                 vec![0x7_7fff_e000, 0x7_7fff_ffff, 0x7_8000_0000, 0x7_8000_2000],
+            ),
+            (
+                0xff_fff0,
+                vec![0xff_e000, 0xff_ffff, 0x100_0000, 0x100_1ff0],
+            ),
+            (
+                0x100_0010,
+                vec![0xff_f000, 0xff_ffff, 0x100_0000, 0x100_2010],
             ),
         ];
         for (frontier, ids) in cases {
@@ -1242,14 +1252,14 @@ mod tests {
                 );
             }
         }
-        // 32 bits on the wire: an id 2^32 away from the frontier reads as a nearer one.
+        // 24 bits on the wire: an id 2^24 away from the frontier reads as a nearer one.
         let mut out = Vec::new();
         emit_source(&mut out, 7, b"");
         assert_eq!(out.len(), SOURCE_HEADER_LEN);
         assert_eq!(
-            Chunks::new(&out, 64, 1 << 32).next(),
+            Chunks::new(&out, 64, 1 << 24).next(),
             Some(Ok(Chunk::Source {
-                id: (1 << 32) + 7,
+                id: (1 << 24) + 7,
                 payload: b""
             }))
         );
