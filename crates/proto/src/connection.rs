@@ -373,7 +373,7 @@ pub struct Connection {
     /// When the current busy spell began: the first source sent with nothing
     /// unacknowledged (a stall of a busy flow does not start a new one).
     busy_since: Option<Instant>,
-    /// Ends of the speculative repairs (tail, proactive, margin) the peer acknowledged
+    /// Ends of the speculative repairs (tail, proactive) the peer acknowledged
     /// and may still hold undecoded: each lowers its reported deficit without filling a
     /// hole above its end.
     held_speculative: Vec<SymbolId>,
