@@ -1633,7 +1633,8 @@ impl Connection {
             };
             return Some(self.send_repair(now, buf, origin));
         }
-        self.margin.settle_below(self.encoder.first_id());
+        // Margin entries all end above the peer's in-order point (= the encoder's first
+        // id): on_ack settles them as it retires symbols, and detect_lost owes none below.
         if can_send && have_unacked && !self.margin.is_empty() {
             return Some(self.send_repair(now, buf, RepairOrigin::Margin));
         }
