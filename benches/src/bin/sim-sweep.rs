@@ -2,7 +2,7 @@
 //! and fairness against a Cubic-model flow. Prints a table and writes one JSON object per
 //! line to `benches/results/sim-sweep.json`.
 //!
-//! `cargo run --release -p ctcp-benches --bin sim-sweep [-- --rtt 500 --loss 0.2 --mb 20 --seed-offset N]`
+//! `cargo run --release -p ctcp-benches --bin sim-sweep [-- --rtt 500 --loss 0.2 --mb 20 --seed-offset N --out FILE | --no-json]`
 //! (`--seed-offset` or `SIM_SEED_OFFSET` shifts every cell's seed, for multi-seed means; 0 keeps
 //! the historical seeds).
 
@@ -17,6 +17,14 @@ use std::time::Duration;
 const RATE: u64 = 10_000_000;
 /// Fairness runs per RTT, the Cubic flow starting 250 ms later in each.
 const FAIRNESS_PHASES: u32 = 4;
+
+const USAGE: &str = "usage: sim-sweep [--rtt MS,..] [--loss P,..] [--mb N] [--seed-offset N] \
+[--out FILE | --no-json] [--extra-only]
+  --rtt / --loss   sweep only these cells (and skip the Gilbert, reordering and fairness rows)
+  --seed-offset N  shift every cell's seed (also SIM_SEED_OFFSET); 0 keeps the historical seeds
+  --out FILE       write the JSON rows to FILE (default benches/results/sim-sweep.json)
+  --no-json        print the table only
+  --extra-only     only the Gilbert, reordering and fairness rows";
 
 struct Args {
     rtts: Vec<u64>,
@@ -53,12 +61,17 @@ fn parse_args() -> anyhow::Result<Args> {
             }
             "--mb" => a.mb = v()?.parse()?,
             "--no-json" => a.out = None,
+            "--out" => a.out = Some(v()?),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
             "--seed-offset" => a.seed_offset = v()?.parse()?,
             "--extra-only" => {
                 a.rtts.clear();
                 a.extra = true;
             }
-            other => anyhow::bail!("unknown argument {other}"),
+            other => anyhow::bail!("unknown argument {other}\n{USAGE}"),
         }
     }
     Ok(a)
@@ -123,6 +136,7 @@ fn main() -> anyhow::Result<()> {
             "bytes_ok": r.bytes_ok, "jain": null, "p99_extra_delay_ms": r.p99_extra_delay_ms, "p99_write_to_read_ms": r.p99_write_to_read_ms,
             "time_to_90pct_s": t90, "seed": seed.0,
             "repair_origin": r.sender_stats.map(|s| s.repair_origin),
+            "repairs_useless": r.receiver_stats.map(|s| s.repairs_useless),
         }));
         Ok(())
     };

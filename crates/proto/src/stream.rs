@@ -249,13 +249,20 @@ impl RecvHalf {
         ReadOutcome::Data(n)
     }
 
-    /// A new credit limit to announce, once the reader consumed half the window.
+    /// A new credit limit to announce, once the reader consumed a quarter of the window.
+    ///
+    /// Why a quarter, not half: on a lossy long path the read point lags the send point by
+    /// the data waiting behind the oldest hole, and at 600 ms / 30 % loss that reached
+    /// 4.8 MB, more than the 4 MB of an 8 MB window left ahead of the reader just before a
+    /// half-window update. The sender then stalled on credit for a second and filled the
+    /// idle link with tail repairs (sim-sweep, four seeds: efficiency 0.922–0.939 with
+    /// half-window updates, 0.932–0.944 with quarter ones, for twice as many updates).
     pub(crate) fn credit_update(&mut self) -> Option<u64> {
         if self.final_size.is_some() || self.reset.is_some() {
             return None;
         }
         let target = self.read_offset + self.window;
-        if target - self.max_data >= self.window / 2 {
+        if target - self.max_data >= self.window / 4 {
             self.max_data = target;
             Some(target)
         } else {
@@ -316,9 +323,13 @@ mod tests {
         let mut r = RecvHalf::new(100);
         r.insert(0, &[1; 60], false).unwrap();
         assert_eq!(r.credit_update(), None);
-        r.read(&mut [0; 60]);
-        assert_eq!(r.credit_update(), Some(160));
+        r.read(&mut [0; 24]);
+        assert_eq!(r.credit_update(), None, "less than a quarter consumed");
+        r.read(&mut [0; 1]);
+        assert_eq!(r.credit_update(), Some(125), "a quarter consumed");
         assert_eq!(r.credit_update(), None);
+        r.read(&mut [0; 35]);
+        assert_eq!(r.credit_update(), Some(160));
     }
 
     #[test]
