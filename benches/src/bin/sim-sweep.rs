@@ -134,9 +134,11 @@ fn main() -> anyhow::Result<()> {
             "efficiency": eff, "efficiency_from_open": eff_open, "efficiency_steady": eff_steady, "repair_overhead": r.repair_overhead, "wire_per_goodput": r.wire_per_goodput,
             "ack_per_goodput": r.ack_per_goodput,
             "bytes_ok": r.bytes_ok, "jain": null, "p99_extra_delay_ms": r.p99_extra_delay_ms, "p99_write_to_read_ms": r.p99_write_to_read_ms,
+            "longest_stall_s": r.longest_stall.as_secs_f64(),
             "time_to_90pct_s": t90, "seed": seed.0,
             "repair_origin": r.sender_stats.map(|s| s.repair_origin),
             "repairs_useless": r.receiver_stats.map(|s| s.repairs_useless),
+            "loss_seen": r.sender_stats.map(|s| s.lost as f64 / (s.datagrams_sent as f64).max(1.0)),
         }));
         Ok(())
     };

@@ -67,8 +67,8 @@ fn main() {
             s.cwnd, s.srtt.as_secs_f64() * 1e3, s.min_rtt.as_secs_f64() * 1e3, s.round_min.as_secs_f64() * 1e3, s.slow_start as u8, s.lost, s.source_sent, s.repair_sent, s.loss, s.repair_ratio, s.in_flight, s.repair_debt, s.peer_deficit, s.unacked_symbols
         );
         println!(
-            "      repairs reactive/proactive/tail/margin = {:?}",
-            s.repair_origin
+            "      repairs reactive/proactive/tail/margin = {:?} stall = {}",
+            s.repair_origin, s.stall_repairs
         );
         let Some(rs) = rx.stats() else { continue };
         println!(

@@ -302,6 +302,10 @@ pub struct TransferReport {
     /// p99 over bytes of (read time − write time − one-way delay), in ms: as the
     /// application sees it, including time queued in the send buffer.
     pub p99_write_to_read_ms: f64,
+    /// Longest time in-order delivery stood still between its first and last byte: what a
+    /// forgotten hole or a lost flow-control update costs, even when the sender kept the
+    /// link busy meanwhile.
+    pub longest_stall: Duration,
     /// Goodput in bit/s after the start-up: bytes delivered from `time_to_90pct` to the
     /// end over that time (the whole transfer if the rate never reached 90 %).
     pub steady_goodput_bps: f64,
@@ -406,7 +410,14 @@ fn report(sim: &Sim, flow: FlowId, link: &LinkSpec, total: u64, start: Instant) 
     let p99_write_to_read_ms = tx.map_or(0.0, |t| {
         p99_delay(&t.writes, &d.progress, link.one_way_delay)
     });
+    let longest_stall = d
+        .progress
+        .windows(2)
+        .map(|w| w[1].0.saturating_duration_since(w[0].0))
+        .max()
+        .unwrap_or_default();
     TransferReport {
+        longest_stall,
         total,
         bytes_ok: d.bytes_ok == total && d.bytes_bad == 0 && d.finished,
         duration,
