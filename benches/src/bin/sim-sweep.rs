@@ -138,6 +138,8 @@ fn main() -> anyhow::Result<()> {
             "time_to_90pct_s": t90, "seed": seed.0,
             "repair_origin": r.sender_stats.map(|s| s.repair_origin),
             "repairs_useless": r.receiver_stats.map(|s| s.repairs_useless),
+            // Declared lost over all datagrams sent (ACK-only and handshake packets
+            // included): a little under the loss the link drew.
             "loss_seen": r.sender_stats.map(|s| s.lost as f64 / (s.datagrams_sent as f64).max(1.0)),
         }));
         Ok(())

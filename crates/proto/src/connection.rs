@@ -134,9 +134,10 @@ pub struct ConnectionStats {
     pub source_bytes_sent: u64,
     /// Bytes of repair symbols sent.
     pub repair_bytes_sent: u64,
-    /// Repairs sent by origin: `[reactive (owed for a loss or deficit), proactive (the
-    /// loss-rate credit), tail (sent into an idle tail), start-up margin (an extra copy
-    /// for every second reactive repair lost early in a busy spell)]`, to see which one costs what.
+    /// Repairs sent by origin: `[reactive (owed for a loss or deficit, or by the stall
+    /// watch), proactive (the loss-rate credit), tail (sent into an idle tail), start-up
+    /// margin (an extra copy for every second reactive repair lost early in a busy
+    /// spell)]`, to see which one costs what.
     pub repair_origin: [u64; 4],
     /// Packets declared lost.
     pub lost: u64,
@@ -173,7 +174,8 @@ pub struct ConnectionStats {
     /// known or decodable): the sender's wasted redundancy, as seen by this receiver.
     pub repairs_useless: u64,
     /// Repairs sent because the peer's in-order point stood still for
-    /// [`STALL_ROUNDS`] loss-detection delays (counted among the reactive ones too).
+    /// [`STALL_ROUNDS`] loss-detection delays, and at least 250 ms (counted among the
+    /// reactive ones too).
     pub stall_repairs: u64,
 }
 
@@ -301,8 +303,8 @@ const RECENT_LOST: usize = 256;
 struct InFlightAfter {
     /// Repairs owed for declared losses or a reported deficit.
     reactive: u32,
-    /// Proactive and tail repairs (not start-up margin copies, which cover the same hole
-    /// as a reactive repair).
+    /// Proactive and tail repairs (not start-up margin copies, which stand in for a lost
+    /// reactive repair's replacement and cover no hole of their own).
     speculative: u32,
     /// Source symbols.
     sources: u32,
@@ -373,8 +375,9 @@ pub struct Connection {
     /// end of an extra copy to send beside their replacements, so a hole whose replacement
     /// is lost need not wait another round trip (see [`Connection::in_startup`]).
     margin: RepairDebt,
-    /// When the peer's in-order point last moved (or, with nothing unacknowledged, `None`):
-    /// see [`Connection::watch_in_order_point`].
+    /// When the stall watch last saw the peer's in-order point move, or fired (stamped as
+    /// ACKs arrive; `None` with nothing unacknowledged): see
+    /// [`Connection::watch_in_order_point`].
     in_order_since: Option<Instant>,
     /// A repair owed for the hole at the peer's in-order point by the stall watch: the end
     /// of its range. Kept apart from `debt` because the cap on owed repairs drops the
@@ -547,7 +550,7 @@ pub const STALL_ROUNDS: u32 = 2;
 /// Shortest stand-still the stall watch answers: on short paths a hole's repairs take
 /// that long anyway, and firing sooner sent redundant repairs (sim-sweep 20 ms / 20–30 %:
 /// efficiency −0.003).
-pub const STALL_FLOOR: Duration = Duration::from_millis(250);
+const STALL_FLOOR: Duration = Duration::from_millis(250);
 /// Packet-number threshold for declaring loss when no reordering has been measured.
 const PACKET_THRESHOLD: u64 = 3;
 /// Stream reset code: the peer exceeded the stream limit.
@@ -745,14 +748,6 @@ impl Connection {
         self.streams.len()
     }
 
-    /// Whether the busy spell is young: within [`STARTUP_RTTS`] minimum RTTs of its first
-    /// source. Then lost reactive repairs get margin copies, one per two, beside their
-    /// replacements ([`MARGIN_SHARE`]). Why: without
-    /// proactive repair each hole waits a round trip per lost repair, and in-order delivery
-    /// waits for the longest such chain among the flight's holes; at 500 ms / 20 % that
-    /// held the delivered rate under 90 % of the link for 2.7–3.3 s (sim-sweep, four
-    /// seeds). The copies cost about p²/2 of the sources sent in the start-up, where
-    /// the rest of a bulk transfer pays nothing.
     /// The stall watch: a liveness guarantee for the hole at the peer's in-order point.
     ///
     /// Why: the cap on owed repairs reads the peer's deficit against the repairs in flight
@@ -761,8 +756,10 @@ impl Connection {
     /// hole, nothing ever owes it again: in-order delivery stood still for 3.5 s (sim-sweep
     /// 600 ms / 30 %, seed offset 2) until the coding window filled and tail repairs
     /// spanned it. So when the in-order point has not moved for [`STALL_ROUNDS`]
-    /// loss-detection delays, about two lost repairs in a row, one repair is owed for that
-    /// hole alone (its range ends just after it), and the watch rearms.
+    /// loss-detection delays (at least [`STALL_FLOOR`]), about two lost repairs in a row,
+    /// one repair is owed for that hole alone (its range ends just after it), unless the
+    /// owed repairs already start with one for it, and the watch rearms. Checked as ACKs
+    /// arrive; a lost stall repair is owed again like any reactive one.
     fn watch_in_order_point(&mut self, now: Instant, moved: bool) {
         let covered = self.peer_next_in_order;
         if self.stall_repair.is_some_and(|e| e <= covered) {
@@ -783,11 +780,21 @@ impl Connection {
         if now >= since + (delay * STALL_ROUNDS).max(STALL_FLOOR)
             && covered < self.encoder.next_id()
         {
-            self.stall_repair = Some(covered + 1);
+            // Already owed and waiting for the window: sending it twice helps nothing.
+            if self.debt.first().is_none_or(|e| e > covered + 1) {
+                self.stall_repair = Some(covered + 1);
+            }
             self.in_order_since = Some(now);
         }
     }
 
+    /// Whether the busy spell is young: within [`STARTUP_RTTS`] minimum RTTs of its first
+    /// source. Then lost reactive repairs get margin copies, one per two, beside their
+    /// replacements ([`MARGIN_SHARE`]). Why: without proactive repair each hole waits a round trip per lost repair, and in-order delivery
+    /// waits for the longest such chain among the flight's holes; at 500 ms / 20 % that
+    /// held the delivered rate under 90 % of the link for 2.7–3.3 s (sim-sweep, four
+    /// seeds). The copies cost about p²/2 of the sources sent in the start-up, where
+    /// the rest of a bulk transfer pays nothing.
     fn in_startup(&self, now: Instant) -> bool {
         self.busy_since
             .is_some_and(|t| now < t + self.rtt.min_rtt() * STARTUP_RTTS)
@@ -1440,8 +1447,6 @@ impl Connection {
         };
         let (pkt_threshold, delay) = self.loss_thresholds();
         let startup = self.in_startup(now);
-        let mut margin_lost = 0u32;
-        let mut margin_end: Option<SymbolId> = None;
         let mut lost = 0u64;
         let mut latest_lost_time = None;
         let mut loss_time: Option<Instant> = None;
@@ -1472,8 +1477,18 @@ impl Connection {
                 if let Some(end) = needed_end {
                     self.debt.owe(end);
                     if startup && matches!(p.kind, SentKind::Repair { .. }) {
-                        margin_lost += 1;
-                        margin_end = margin_end.max(Some(end));
+                        // One copy per two lost reactive repairs (the first, third, ...
+                        // owe one), each reaching the highest end among the losses since
+                        // the last copy, so it can stand in for whichever of their
+                        // replacements is lost.
+                        self.margin_end = self.margin_end.max(Some(end));
+                        self.margin_acc += MARGIN_SHARE;
+                        if self.margin_acc >= 0.5 {
+                            self.margin_acc -= 1.0;
+                            if let Some(e) = self.margin_end.take() {
+                                self.margin.owe(e);
+                            }
+                        }
                     }
                 }
             } else {
@@ -1482,19 +1497,6 @@ impl Connection {
             }
         }
         self.loss_time = loss_time;
-        if margin_lost > 0 {
-            // One copy per two lost reactive repairs (the first, third, ... owe one), each
-            // reaching the highest end among the losses since the last copy, so it can
-            // stand in for whichever of their replacements is lost.
-            self.margin_end = self.margin_end.max(margin_end);
-            self.margin_acc += f64::from(margin_lost) * MARGIN_SHARE;
-            while self.margin_acc >= 0.5 {
-                self.margin_acc -= 1.0;
-                if let Some(e) = self.margin_end.take() {
-                    self.margin.owe(e);
-                }
-            }
-        }
         if let Some(t) = latest_lost_time {
             self.stats.lost += lost;
             self.cc.on_congestion_event(now, t, lost, &self.rtt);
@@ -1878,8 +1880,9 @@ impl Connection {
     /// Tail repairs for the flight now out: enough that, with the speculative repairs
     /// already in flight, the flight's expected losses plus two standard deviations arrive
     /// despite the loss rate: `⌈(λ + 2√λ)/(1−p)⌉ − speculative repairs in flight`,
-    /// `λ = p × (sources + reactive repairs in flight)`: a reactive repair is owed for a
-    /// known hole, and losing it leaves that hole open. Zero on a loss-free path. Computed
+    /// `λ = p × (sources + reactive repairs in flight) + overdue ones` (overdue: see
+    /// below): a reactive repair is owed for a known hole, and losing it leaves that hole
+    /// open. Zero on a loss-free path. Computed
     /// afresh after each round of reactive repairs. Why: at the end of a burst a loss waits
     /// a round trip for the ACK that reports it and another for the repair, and at high loss
     /// the repairs of the last round are lost in turn; at 500 ms / 20 % the last holes of a
@@ -1887,10 +1890,11 @@ impl Connection {
     /// efficiency 0.909–0.921 with one budget per idle spell counting sources only,
     /// 0.935–0.938 now, for 0.1 % more repair).
     ///
-    /// Packets still unacknowledged a loss-detection delay after they were sent are taken
-    /// as lost (a source or reactive repair adds a whole expected loss, a speculative
-    /// repair covers nothing): RACK declares them only once a later packet is
-    /// acknowledged, and a receiver's rare ack-eliciting packets may have none. Counting
+    /// Packets still unacknowledged a loss-detection delay after they were sent, above the
+    /// largest acknowledged and with the peer heard from since, are taken as lost (a source
+    /// or reactive repair adds a whole expected loss, a speculative repair covers nothing):
+    /// RACK declares them only once a later packet is acknowledged, and a receiver's rare
+    /// ack-eliciting packets may have none. Counting
     /// them as in flight left a receiver's new credit update without a tail repair while
     /// an old lost one sat there, and at 600 ms / 10 % three lost updates in a row held a
     /// 20 MB upload on its credit limit for 3.75 s (sim-sweep seed 0 after a change
@@ -1902,8 +1906,22 @@ impl Connection {
         }
         let (_, delay) = self.loss_thresholds();
         let (mut fresh, mut overdue, mut repairs) = (0u32, 0u32, 0u32);
-        for pkt in self.sent.iter().filter(|pkt| pkt.in_flight) {
-            let stale = now >= pkt.time + delay;
+        let acked_below = self
+            .largest_acked
+            .map_or(0, |l| (l + 1).saturating_sub(self.sent_base));
+        for (i, pkt) in self
+            .sent
+            .iter()
+            .enumerate()
+            .filter(|(_, pkt)| pkt.in_flight)
+        {
+            // Overdue: past the loss-detection delay, above everything acknowledged (below
+            // it RACK declares the packet lost on its own timer), and the peer has been
+            // heard from since (a silent peer is a dead one or a blackout, not a loss to
+            // repair a whole flight for).
+            let stale = now >= pkt.time + delay
+                && i as u64 >= acked_below
+                && self.last_received >= pkt.time + delay;
             match pkt.kind {
                 SentKind::Source(_)
                 | SentKind::Repair {
@@ -1937,10 +1955,7 @@ impl Connection {
         // probe repairs, and reactive ones with no known end, span everything unacknowledged.
         let stall = origin == RepairOrigin::Debt && self.stall_repair.is_some();
         let owed = match origin {
-            RepairOrigin::Debt if stall => {
-                self.stats.stall_repairs += 1;
-                self.stall_repair.take()
-            }
+            RepairOrigin::Debt if stall => self.stall_repair.take(),
             RepairOrigin::Debt => self.debt.take(),
             RepairOrigin::Margin => self.margin.take(),
             RepairOrigin::Credit | RepairOrigin::Tail => None,
@@ -1948,7 +1963,9 @@ impl Connection {
         let end = match owed {
             Some(e)
                 if e > first
-                    && (!self.proactive_on() || self.rtt.srtt() < NARROW_REACTIVE_BELOW) =>
+                    && (stall
+                        || !self.proactive_on()
+                        || self.rtt.srtt() < NARROW_REACTIVE_BELOW) =>
             {
                 e.min(next)
             }
@@ -1962,6 +1979,8 @@ impl Connection {
                 tracing::debug!(conn = self.conn_id, error = %e, "repair generation failed");
                 self.debt.clear();
                 self.margin.clear();
+                self.margin_acc = 0.0;
+                self.margin_end = None;
                 self.stall_repair = None;
                 self.repair_credit = 0.0;
                 self.emit_ack_if_pending(now, buf);
@@ -1980,6 +1999,9 @@ impl Connection {
             RepairOrigin::Tail | RepairOrigin::Margin => {}
         }
         self.stats.repair_origin[origin as usize] += 1;
+        if stall {
+            self.stats.stall_repairs += 1;
+        }
         self.stats.repair_sent += 1;
         self.stats.repair_bytes_sent += self.repair_buf.len() as u64;
         let end = first + u64::from(count);
@@ -1989,6 +2011,8 @@ impl Connection {
     fn send_source(&mut self, now: Instant, buf: &mut Vec<u8>) -> Transmit {
         if self.encoder.is_empty() {
             self.busy_since = Some(now);
+            self.margin_acc = 0.0;
+            self.margin_end = None;
         }
         let payload = std::mem::take(&mut self.payload);
         let id = match self.encoder.push(&payload) {
@@ -2205,7 +2229,8 @@ impl Connection {
                     self.control
                         .push_back(OwnedFrame::MaxStreamData { id, max });
                 }
-                if self.local_max_data - self.data_read <= self.config.session_window / 2 {
+                // A quarter of the window, like the streams' (see `RecvHalf::credit_update`).
+                if self.local_max_data - self.data_read <= self.config.session_window / 4 * 3 {
                     self.local_max_data = self.data_read + self.config.session_window;
                     self.control.push_back(OwnedFrame::MaxData {
                         max: self.local_max_data,

@@ -68,6 +68,11 @@ impl RepairDebt {
         }
     }
 
+    /// The lowest end owed (the next repair [`RepairDebt::take`] would give).
+    pub(crate) fn first(&self) -> Option<SymbolId> {
+        self.ends.front().copied()
+    }
+
     /// Takes the next repair to send: the end of its range.
     pub(crate) fn take(&mut self) -> Option<SymbolId> {
         self.ends.pop_front()

@@ -262,7 +262,7 @@ impl RecvHalf {
             return None;
         }
         let target = self.read_offset + self.window;
-        if target - self.max_data >= self.window / 4 {
+        if target - self.max_data >= (self.window / 4).max(1) {
             self.max_data = target;
             Some(target)
         } else {
