@@ -790,11 +790,11 @@ impl Connection {
 
     /// Whether the busy spell is young: within [`STARTUP_RTTS`] minimum RTTs of its first
     /// source. Then lost reactive repairs get margin copies, one per two, beside their
-    /// replacements ([`MARGIN_SHARE`]). Why: without proactive repair each hole waits a round trip per lost repair, and in-order delivery
-    /// waits for the longest such chain among the flight's holes; at 500 ms / 20 % that
-    /// held the delivered rate under 90 % of the link for 2.7–3.3 s (sim-sweep, four
-    /// seeds). The copies cost about p²/2 of the sources sent in the start-up, where
-    /// the rest of a bulk transfer pays nothing.
+    /// replacements ([`MARGIN_SHARE`]). Why: without proactive repair each hole waits a
+    /// round trip per lost repair, and in-order delivery waits for the longest such chain
+    /// among the flight's holes; at 500 ms / 20 % that held the delivered rate under 90 %
+    /// of the link for 2.7–3.3 s (sim-sweep, four seeds). The copies cost about p²/2 of the
+    /// sources sent in the start-up, where the rest of a bulk transfer pays nothing.
     fn in_startup(&self, now: Instant) -> bool {
         self.busy_since
             .is_some_and(|t| now < t + self.rtt.min_rtt() * STARTUP_RTTS)
@@ -1879,26 +1879,24 @@ impl Connection {
 
     /// Tail repairs for the flight now out: enough that, with the speculative repairs
     /// already in flight, the flight's expected losses plus two standard deviations arrive
-    /// despite the loss rate: `⌈(λ + 2√λ)/(1−p)⌉ − speculative repairs in flight`,
-    /// `λ = p × (sources + reactive repairs in flight) + overdue ones` (overdue: see
-    /// below): a reactive repair is owed for a known hole, and losing it leaves that hole
-    /// open. Zero on a loss-free path. Computed
-    /// afresh after each round of reactive repairs. Why: at the end of a burst a loss waits
-    /// a round trip for the ACK that reports it and another for the repair, and at high loss
-    /// the repairs of the last round are lost in turn; at 500 ms / 20 % the last holes of a
-    /// 20 MB transfer took 1.2–1.8 s to close (sim-sweep, four seeds: whole-transfer
-    /// efficiency 0.909–0.921 with one budget per idle spell counting sources only,
-    /// 0.935–0.938 now, for 0.1 % more repair).
+    /// despite the loss rate: `⌈(λ + 2√λ)/(1−p)⌉ − speculative repairs in flight`, `λ = p ×
+    /// (sources + reactive repairs in flight) + overdue ones` (overdue: see below): a
+    /// reactive repair is owed for a known hole, and losing it leaves that hole open. Zero
+    /// on a loss-free path. Computed afresh after each round of reactive repairs. Why: at
+    /// the end of a burst a loss waits a round trip for the ACK that reports it and another
+    /// for the repair, and at high loss the repairs of the last round are lost in turn; at
+    /// 500 ms / 20 % the last holes of a 20 MB transfer took 1.2–1.8 s to close (sim-sweep,
+    /// four seeds: whole-transfer efficiency 0.909–0.921 with one budget per idle spell
+    /// counting sources only, 0.935–0.938 now, for 0.1 % more repair).
     ///
     /// Packets still unacknowledged a loss-detection delay after they were sent, above the
     /// largest acknowledged and with the peer heard from since, are taken as lost (a source
     /// or reactive repair adds a whole expected loss, a speculative repair covers nothing):
     /// RACK declares them only once a later packet is acknowledged, and a receiver's rare
-    /// ack-eliciting packets may have none. Counting
-    /// them as in flight left a receiver's new credit update without a tail repair while
-    /// an old lost one sat there, and at 600 ms / 10 % three lost updates in a row held a
-    /// 20 MB upload on its credit limit for 3.75 s (sim-sweep seed 0 after a change
-    /// elsewhere: efficiency 0.899 against 0.929).
+    /// ack-eliciting packets may have none. Counting them as in flight left a receiver's
+    /// new credit update without a tail repair while an old lost one sat there, and at 600
+    /// ms / 10 % three lost updates in a row held a 20 MB upload on its credit limit for
+    /// 3.75 s (sim-sweep seed 0 after a change elsewhere: efficiency 0.899 against 0.929).
     fn tail_budget(&self, now: Instant) -> u32 {
         let p = self.tail_loss();
         if p <= 0.0 {
