@@ -383,9 +383,14 @@ pub struct Connection {
     /// of its range. Kept apart from `debt` because the cap on owed repairs drops the
     /// lowest ends first, and this is one.
     stall_repair: Option<SymbolId>,
-    /// Start-up margin copies owed but not yet whole: lost reactive repairs times
-    /// [`MARGIN_SHARE`], less the copies owed for them (a copy is owed at 0.5).
-    margin_acc: f64,
+    /// Whether the next lost reactive repair of the start-up owes no margin copy: the
+    /// losses alternate, the first, third, ... each owing one. Why one per two: one per
+    /// loss (each with its own end) cost about p² of the start-up's sources, and at 30 %
+    /// loss half of those copies arrived useless; a copy reaching the highest end among
+    /// two losses stands in for either's replacement. sim-sweep, four seeds at 500 ms /
+    /// 30 %: copies 47–56 → 24–30, useless repairs 27–32 → 13–15, wire −0.002, 90 % of the
+    /// link still within 2.28–2.41 s.
+    margin_skip: bool,
     /// Highest end among the lost reactive repairs since the last margin copy was owed.
     margin_end: Option<SymbolId>,
     /// When the current busy spell began: the first source sent with nothing
@@ -535,13 +540,6 @@ const NARROW_REACTIVE_BELOW: Duration = Duration::from_millis(250);
 /// margin copies ([`Connection::in_startup`]).
 const STARTUP_RTTS: u32 = 4;
 
-/// Start-up margin copies per lost reactive repair. One per loss (each with its own end)
-/// cost about p² of the start-up's sources, and at 30 % loss half of those copies arrived
-/// useless; a copy reaching the highest end among two losses stands in for either's
-/// replacement. sim-sweep, four seeds at 500 ms / 30 %: copies 47–56 → 24–30, useless
-/// repairs 27–32 → 13–15, wire −0.002, 90 % of the link still within 2.28–2.41 s.
-const MARGIN_SHARE: f64 = 0.5;
-
 /// Loss-detection delays (≈ 1.1 srtt each) the peer's in-order point may stand still
 /// while symbols are unacknowledged before the stall watch owes a repair for its hole
 /// ([`Connection::watch_in_order_point`]).
@@ -649,7 +647,7 @@ impl Connection {
             margin: RepairDebt::default(),
             in_order_since: None,
             stall_repair: None,
-            margin_acc: 0.0,
+            margin_skip: false,
             margin_end: None,
             busy_since: None,
             held_speculative: Vec::new(),
@@ -777,9 +775,8 @@ impl Connection {
             }
         };
         let (_, delay) = self.loss_thresholds();
-        if now >= since + (delay * STALL_ROUNDS).max(STALL_FLOOR)
-            && covered < self.encoder.next_id()
-        {
+        // `covered` is the encoder's first id, so a non-empty encoder holds it.
+        if now >= since + (delay * STALL_ROUNDS).max(STALL_FLOOR) {
             // Already owed and waiting for the window: sending it twice helps nothing.
             if self.debt.first().is_none_or(|e| e > covered + 1) {
                 self.stall_repair = Some(covered + 1);
@@ -790,7 +787,7 @@ impl Connection {
 
     /// Whether the busy spell is young: within [`STARTUP_RTTS`] minimum RTTs of its first
     /// source. Then lost reactive repairs get margin copies, one per two, beside their
-    /// replacements ([`MARGIN_SHARE`]). Why: without proactive repair each hole waits a
+    /// replacements (`margin_skip`). Why: without proactive repair each hole waits a
     /// round trip per lost repair, and in-order delivery waits for the longest such chain
     /// among the flight's holes; at 500 ms / 20 % that held the delivered rate under 90 %
     /// of the link for 2.7–3.3 s (sim-sweep, four seeds). The copies cost about p²/2 of the
@@ -1482,13 +1479,12 @@ impl Connection {
                         // the last copy, so it can stand in for whichever of their
                         // replacements is lost.
                         self.margin_end = self.margin_end.max(Some(end));
-                        self.margin_acc += MARGIN_SHARE;
-                        if self.margin_acc >= 0.5 {
-                            self.margin_acc -= 1.0;
+                        if !self.margin_skip {
                             if let Some(e) = self.margin_end.take() {
                                 self.margin.owe(e);
                             }
                         }
+                        self.margin_skip = !self.margin_skip;
                     }
                 }
             } else {
@@ -1977,7 +1973,7 @@ impl Connection {
                 tracing::debug!(conn = self.conn_id, error = %e, "repair generation failed");
                 self.debt.clear();
                 self.margin.clear();
-                self.margin_acc = 0.0;
+                self.margin_skip = false;
                 self.margin_end = None;
                 self.stall_repair = None;
                 self.repair_credit = 0.0;
@@ -2009,7 +2005,7 @@ impl Connection {
     fn send_source(&mut self, now: Instant, buf: &mut Vec<u8>) -> Transmit {
         if self.encoder.is_empty() {
             self.busy_since = Some(now);
-            self.margin_acc = 0.0;
+            self.margin_skip = false;
             self.margin_end = None;
         }
         let payload = std::mem::take(&mut self.payload);

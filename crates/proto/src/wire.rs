@@ -894,12 +894,7 @@ mod tests {
     fn expand_u24_edges() {
         const H: u64 = 1 << 23;
         let e = 0x7_1234_5678u64;
-        let t = |v: u64| {
-            u32::from_le_bytes({
-                let [a, b, c] = low24_le(v);
-                [a, b, c, 0]
-            })
-        };
+        let t = |v: u64| low32(v) & 0xff_ffff;
         assert_eq!(expand_u24(e, t(e + H)), e + H);
         assert_eq!(expand_u24(e, t(e - H + 1)), e - H + 1);
         assert_eq!(expand_u24(e, t(e - H)), e + H, "a tie resolves upwards");
