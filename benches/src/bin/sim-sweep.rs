@@ -8,7 +8,7 @@
 
 use anyhow::Context;
 use ctcp_proto::TransportConfig;
-use ctcp_sim::ctcp::{run_fairness_phases, run_transfer};
+use ctcp_sim::ctcp::{run_fairness_phases, run_transfer, sweep_config, sweep_seed};
 use ctcp_sim::{jain, LinkSpec, LossModel, Seed};
 use serde_json::json;
 use std::io::Write;
@@ -81,6 +81,7 @@ fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
     let total = args.mb * 1_000_000;
     // Offset 0 keeps the historical seeds; others shift every cell's seed.
+    // The fairness rows shift their seeds by the offset the same way as `sweep_seed`.
     let seed_mix = args.seed_offset.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let mut rows = Vec::new();
     println!(
@@ -100,15 +101,10 @@ fn main() -> anyhow::Result<()> {
         "ack"
     );
     let mut run = |scenario: &str, rtt: u64, loss: f64, link: LinkSpec| -> anyhow::Result<()> {
-        let seed = Seed((0x5eed ^ rtt ^ (loss * 1e4) as u64).wrapping_add(seed_mix));
+        let seed = Seed(sweep_seed(rtt, loss, args.seed_offset));
         let deadline = Duration::from_secs(600);
-        // A small send buffer, so the delay figure measures the transport, not app queueing.
-        let cfg = TransportConfig {
-            stream_send_buffer: 64 << 10,
-            ..TransportConfig::default()
-        };
-        let r =
-            run_transfer(&link, cfg, total, seed, deadline).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let r = run_transfer(&link, sweep_config(), total, seed, deadline)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         let eff = r.goodput_bps / (RATE as f64 * (1.0 - loss));
         let eff_steady = r.steady_goodput_bps / (RATE as f64 * (1.0 - loss));
         let eff_open = r.open_goodput_bps / (RATE as f64 * (1.0 - loss));

@@ -40,12 +40,11 @@ fn main() {
     // The sweep's configuration (a 64 KiB send buffer), so a sweep cell replays exactly.
     // TRAIN=n: handshake train length (0 turns it off).
     let cfg = TransportConfig {
-        stream_send_buffer: 64 << 10,
         handshake_train: std::env::var("TRAIN").map_or(16, |v| v.parse().unwrap()),
         // WINDOW=n: coding window in symbols; PROACTIVE=x: proactive repair share.
         window: std::env::var("WINDOW").map_or(4096, |v| v.parse().unwrap()),
         proactive_repair: std::env::var("PROACTIVE").map_or(0.0, |v| v.parse().unwrap()),
-        ..TransportConfig::default()
+        ..ctcp_sim::ctcp::sweep_config()
     };
     let tx = CtcpPeer::sender(cfg.clone(), &[7; 32], seed, start, (mb * 1e6) as u64);
     let rx = CtcpPeer::receiver(cfg, &[7; 32], seed ^ 0xdead_beef);

@@ -318,6 +318,22 @@ pub struct TransferReport {
     pub ack_per_goodput: f64,
 }
 
+/// The transport configuration of every `sim-sweep` transfer: the defaults with a 64 KiB
+/// send buffer, so the delay figures measure the transport rather than application
+/// queueing. Tests and tools that replay a sweep cell start from it.
+pub fn sweep_config() -> TransportConfig {
+    TransportConfig {
+        stream_send_buffer: 64 << 10,
+        ..TransportConfig::default()
+    }
+}
+
+/// The seed of the `sim-sweep` cell at `rtt_ms` and `loss` with `--seed-offset
+/// offset`: offset 0 keeps the historical seeds, others shift every cell's seed.
+pub fn sweep_seed(rtt_ms: u64, loss: f64, offset: u64) -> u64 {
+    (0x5eed ^ rtt_ms ^ (loss * 1e4) as u64).wrapping_add(offset.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
 /// Runs `total` bytes from a ctcp sender to a ctcp receiver over `link` (both directions
 /// use the same spec) and reports goodput, overhead and delays.
 ///

@@ -3,7 +3,7 @@
 //! (`cargo run --release -p ctcp-benches --bin sim-sweep`).
 
 use ctcp_proto::TransportConfig;
-use ctcp_sim::ctcp::{run_fairness, run_fairness_phases, run_transfer};
+use ctcp_sim::ctcp::{run_fairness, run_fairness_phases, run_transfer, sweep_config, sweep_seed};
 use ctcp_sim::{jain, LinkSpec, LossModel, Seed};
 use std::time::Duration;
 
@@ -289,11 +289,8 @@ fn fresh_holes_are_not_repaired_twice_at_short_rtt() {
 #[test]
 fn lost_flow_control_credit_is_recovered_quickly() {
     let link = LinkSpec::new(RATE, Duration::from_millis(600)).loss(LossModel::Bernoulli(0.3));
-    let cfg = TransportConfig {
-        stream_send_buffer: 64 << 10,
-        ..TransportConfig::default()
-    };
-    let seed = Seed::from_env_or((0x5eed_u64 ^ 600 ^ 3000).wrapping_add(0x9e37_79b9_7f4a_7c15));
+    let cfg = sweep_config();
+    let seed = Seed::from_env_or(sweep_seed(600, 0.3, 1));
     let r = run_transfer(&link, cfg, 20_000_000, seed, Duration::from_secs(300)).unwrap();
     let eff = efficiency(r.goodput_bps, 0.3);
     println!("efficiency {eff:.3}, took {:?}", r.duration);
@@ -429,10 +426,7 @@ fn start_up_margin_reaches_the_link_rate_within_six_round_trips() {
     let (rtt, loss) = (500u64, 0.2);
     let link = LinkSpec::new(RATE, Duration::from_millis(rtt)).loss(LossModel::Bernoulli(loss));
     // The sweep's cell and its second seed (3.28 s without the copies).
-    for seed in [
-        0x5eed ^ 500 ^ 2000,
-        (0x5eed_u64 ^ 500 ^ 2000).wrapping_add(0x9e37_79b9_7f4a_7c15),
-    ] {
+    for seed in [sweep_seed(500, 0.2, 0), sweep_seed(500, 0.2, 1)] {
         let seed = Seed::from_env_or(seed);
         let r = run_transfer(
             &link,
@@ -479,7 +473,7 @@ fn no_hole_is_forgotten_after_a_stall() {
         &link,
         TransportConfig::default(),
         20_000_000,
-        Seed::from_env_or(0x5eed ^ 600 ^ 1000),
+        Seed::from_env_or(sweep_seed(600, 0.1, 0)),
         Duration::from_secs(120),
     )
     .unwrap();
@@ -501,12 +495,8 @@ fn no_hole_is_forgotten_after_a_stall() {
 #[test]
 fn the_oldest_hole_is_repaired_when_delivery_stands_still() {
     let link = LinkSpec::new(RATE, Duration::from_millis(500)).loss(LossModel::Bernoulli(0.2));
-    let cfg = TransportConfig {
-        stream_send_buffer: 64 << 10,
-        ..TransportConfig::default()
-    };
-    // The sweep's seed for this cell at seed offset 3.
-    let seed = (0x5eed_u64 ^ 500 ^ 2000).wrapping_add(3u64.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let cfg = sweep_config();
+    let seed = sweep_seed(500, 0.2, 3);
     let r = run_transfer(
         &link,
         cfg,
@@ -539,15 +529,12 @@ fn the_oldest_hole_is_repaired_when_delivery_stands_still() {
 #[test]
 fn a_receivers_lost_credit_updates_do_not_hold_the_sender() {
     let link = LinkSpec::new(RATE, Duration::from_millis(600)).loss(LossModel::Bernoulli(0.1));
-    let cfg = TransportConfig {
-        stream_send_buffer: 64 << 10,
-        ..TransportConfig::default()
-    };
+    let cfg = sweep_config();
     let r = run_transfer(
         &link,
         cfg,
         20_000_000,
-        Seed::from_env_or(0x5eed ^ 600 ^ 1000),
+        Seed::from_env_or(sweep_seed(600, 0.1, 0)),
         Duration::from_secs(120),
     )
     .unwrap();
