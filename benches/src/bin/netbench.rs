@@ -17,13 +17,15 @@
 //! `--plots` (PNGs next to the output file), `--with-30` (adds 30 % loss to `--full`),
 //! and filters that run a subset of the mode's plan: `--rtt 100,500`, `--loss 0.05,0.2`
 //! (mean loss of the cell), `--systems ctcp,bbr`, `--no-fairness`.
-//! Set `NETBENCH_KEEP=1` to keep the scratch directory `/tmp/netbench-PID` (logs).
+//! Set `NETBENCH_KEEP=1` to keep the scratch directory `/tmp/netbench-PID` (logs), and
+//! `NETBENCH_LOG=debug` to have the proxies log each session's statistics every 250 ms.
 //!
 //! Every row is one JSON object per line: `system`, `workload`, `rtt_ms`, `loss`,
 //! `loss_model`, `goodput_bps`, `efficiency` = goodput / (rate × (1 − loss)), `bytes_ok`
 //! (SHA-256 of the received file), `timed_out`, `wire_bytes` (bytes that entered the link
-//! B→A during the transfer, from linkem's cumulative counters) and `wire_per_goodput`;
-//! fairness rows add `jain` and both flows' goodput and per-second series. Kernel runs on
+//! B→A during the transfer, from linkem's cumulative counters) and `wire_per_goodput`,
+//! `secs` and, for curl, `first_byte_s` (curl's time to the reply's first byte); fairness
+//! rows add `jain` and both flows' goodput and per-second series. Kernel runs on
 //! lossy cells of `--full` use capped timeouts (25 s at ≤ 1 % loss; a 10 MB file and 20 s
 //! at higher loss) to stay within the time budget: a cut-off transfer reports the goodput
 //! of the bytes received so far with `timed_out: true`. Both namespaces get

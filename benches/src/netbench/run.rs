@@ -255,6 +255,7 @@ fn job_row(
         "timeout_s": job.timeout.as_secs_f64(),
         "bytes_received": t.bytes,
         "secs": t.secs,
+        "first_byte_s": t.first_byte_secs,
         "goodput_bps": t.goodput_bps,
         "efficiency": t.goodput_bps / (rate * (1.0 - spec.loss.mean())),
         "bytes_ok": t.bytes_ok,

@@ -242,7 +242,7 @@ impl CtcpPair {
             in_ns(link.ns_b(), &bins.reverse.to_string_lossy())
                 .args(["--listen", &format!("{ADDR_B}:{CTCP_PORT}"), "--psk-file"])
                 .arg(&key)
-                .args(["--log-level", "warn"])
+                .args(proxy_log_args())
                 .stdin(Stdio::null())
                 .stdout(log.try_clone()?)
                 .stderr(log),
@@ -263,7 +263,7 @@ impl CtcpPair {
                 ])
                 .arg("--psk-file")
                 .arg(&key)
-                .args(["--log-level", "warn"])
+                .args(proxy_log_args())
                 .stdin(Stdio::null())
                 .stdout(log.try_clone()?)
                 .stderr(log),
@@ -293,6 +293,10 @@ pub struct Transfer {
     pub timed_out: bool,
     /// A failure other than the timeout (exit status, message), if any.
     pub error: Option<String>,
+    /// Seconds from start to the first byte of the reply (curl's `time_starttransfer`):
+    /// the request phase (SOCKS, tunnel stream open, request, server's first reply), which
+    /// loss costs differently from the bulk. None where the client does not report it.
+    pub first_byte_secs: Option<f64>,
 }
 
 /// A curl download of `file` into `dest` in namespace A (through ctcp's SOCKS port if
@@ -329,8 +333,11 @@ pub fn curl(
     timeout: Duration,
 ) -> Result<Transfer> {
     let mut c = curl_command(link, file, via_ctcp, dest, timeout.as_secs_f64());
-    c.args(["-w", "%{speed_download} %{size_download} %{time_total}"])
-        .stdout(Stdio::piped());
+    c.args([
+        "-w",
+        "%{speed_download} %{size_download} %{time_total} %{time_starttransfer}",
+    ])
+    .stdout(Stdio::piped());
     let start = ctcp_runtime::clock::now();
     let (status, out) = Proc::spawn("curl", &mut c)?.finish(timeout + Duration::from_secs(15))?;
     let wall = start.elapsed().as_secs_f64();
@@ -338,11 +345,11 @@ pub fn curl(
         .split_whitespace()
         .filter_map(|x| x.parse().ok())
         .collect();
-    let (speed, bytes, secs) = match f[..] {
-        [s, b, t] => (s, b as u64, t),
+    let (speed, bytes, secs, first_byte_secs) = match f[..] {
+        [s, b, t, fb] => (s, b as u64, t, (fb > 0.0).then_some(fb)),
         _ => {
             let b = file_len(dest);
-            (b as f64 / wall, b, wall)
+            (b as f64 / wall, b, wall, None)
         }
     };
     let code = status.and_then(|s| s.code());
@@ -357,6 +364,7 @@ pub fn curl(
             Some(0) | Some(28) => None,
             c => Some(format!("curl exit {c:?}")),
         },
+        first_byte_secs,
     })
 }
 
@@ -426,6 +434,7 @@ pub fn rsync(
             Some(s) if !s.success() => Some(format!("rsync {s}")),
             _ => None,
         },
+        first_byte_secs: None,
     })
 }
 
@@ -448,4 +457,17 @@ pub fn curl_background(
 /// Bytes written so far to `p` (0 if absent).
 pub fn bytes_so_far(p: &Path) -> u64 {
     file_len(p)
+}
+
+/// Logging flags for both proxies: warnings only, unless `NETBENCH_LOG` names a level
+/// (e.g. `debug`: then the logs in the kept scratch directory show each session's
+/// statistics every 250 ms, the time series behind a cell's figure).
+fn proxy_log_args() -> [String; 4] {
+    let level = std::env::var("NETBENCH_LOG").unwrap_or_else(|_| "warn".into());
+    [
+        "--log-level".into(),
+        level,
+        "--stats-interval".into(),
+        "250ms".into(),
+    ]
 }

@@ -86,6 +86,11 @@ impl Arrivals {
         self.seen.count_ones()
     }
 
+    /// Highest position received (0 before any): the copies sent up to it are known.
+    pub(crate) fn highest(&self) -> u32 {
+        64 - self.seen.leading_zeros()
+    }
+
     /// The arrivals so far.
     pub(crate) fn report(&self) -> Report {
         let spread = if self.seen == 0 {

@@ -39,6 +39,28 @@ enum App {
     },
     /// Reads every stream, checks the pattern, records timings.
     Receiver,
+    /// Once the session has been up for `after`, opens one stream, and `think` later
+    /// writes `request` pattern bytes and finishes it, then reads the reply (into
+    /// `delivery`).
+    Requester {
+        request: u64,
+        after: Duration,
+        think: Duration,
+        connected_at: Option<Instant>,
+        stream: Option<(u64, Instant)>,
+        written: u64,
+        finished: bool,
+    },
+    /// Answers the first client stream's OPEN at once (a proxy's connect result), reads
+    /// the request to its FIN (into `delivery`), and `think` later writes `response`
+    /// pattern bytes back on it and finishes it.
+    Responder {
+        response: u64,
+        think: Duration,
+        answered: bool,
+        written: u64,
+        finished: bool,
+    },
 }
 
 /// Delivery timings of the receiving side.
@@ -129,6 +151,75 @@ impl CtcpPeer {
         }
     }
 
+    /// A client that connects at `now` and, once the session has been up for `after`,
+    /// opens a stream and `think` later sends a `request`-byte request on it (as a proxy
+    /// with fast open does: the OPEN leaves before the application's first bytes), then
+    /// reads the reply.
+    #[must_use]
+    pub fn requester(
+        config: TransportConfig,
+        psk: &[u8],
+        seed: u64,
+        now: Instant,
+        (request, after, think): (u64, Duration, Duration),
+    ) -> Self {
+        let mut peer = Self::sender(config, psk, seed, now, 0);
+        peer.app = App::Requester {
+            request,
+            after,
+            think,
+            connected_at: None,
+            stream: None,
+            written: 0,
+            finished: false,
+        };
+        peer
+    }
+
+    /// A server that answers the first stream's OPEN at once and its request, `think`
+    /// after it arrived in full, with `response` bytes.
+    #[must_use]
+    pub fn responder(
+        config: TransportConfig,
+        psk: &[u8],
+        seed: u64,
+        response: u64,
+        think: Duration,
+    ) -> Self {
+        let mut peer = Self::receiver(config, psk, seed);
+        peer.app = App::Responder {
+            response,
+            think,
+            answered: false,
+            written: 0,
+            finished: false,
+        };
+        peer
+    }
+
+    /// When the application next wants to act without any packet or transport timer
+    /// waking it (a requester waiting out `after` or `think`, a responder `think`).
+    fn app_wakeup(&self) -> Option<Instant> {
+        match &self.app {
+            App::Requester {
+                after,
+                connected_at: Some(at),
+                stream: None,
+                ..
+            } => Some(*at + *after),
+            App::Requester {
+                think,
+                stream: Some((_, opened)),
+                written: 0,
+                ..
+            } => Some(*opened + *think),
+            App::Responder {
+                think, written: 0, ..
+            } => self.delivery.finished_at.map(|t| t + *think),
+            _ => None,
+        }
+    }
+
     /// The proto endpoint, for statistics.
     #[must_use]
     pub fn endpoint(&self) -> &ProtoEndpoint {
@@ -145,10 +236,14 @@ impl CtcpPeer {
     }
 
     fn pump(&mut self, now: Instant) {
+        let mut opened = Vec::new();
         while let Some((h, ev)) = self.endpoint.poll_event() {
             match ev {
                 Event::Connected => self.conn = Some(h),
-                Event::StreamOpened { .. } => self.conn = Some(h),
+                Event::StreamOpened { id, .. } => {
+                    self.conn = Some(h);
+                    opened.push(id);
+                }
                 _ => {}
             }
         }
@@ -191,6 +286,81 @@ impl CtcpPeer {
                     *finished = c.finish(id).is_ok();
                 }
             }
+            App::Requester {
+                request,
+                after,
+                think,
+                connected_at,
+                stream,
+                written,
+                finished,
+            } => {
+                if !c.is_established() {
+                    return;
+                }
+                let at = *connected_at.get_or_insert(now);
+                if now < at + *after {
+                    return;
+                }
+                let id = match stream {
+                    Some((id, _)) => *id,
+                    None => match c.open_stream(Target::Domain("echo.test".into(), 7)) {
+                        Ok(id) => {
+                            *stream = Some((id, now));
+                            id
+                        }
+                        Err(_) => return,
+                    },
+                };
+                if stream.is_some_and(|(_, opened)| now < opened + *think) {
+                    return;
+                }
+                while *written < *request && c.is_writable(id) {
+                    let n = ((*request - *written) as usize).min(self.scratch.len());
+                    fill_pattern(*written, &mut self.scratch[..n]);
+                    match c.write(id, &self.scratch[..n]) {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => {
+                            *written += k as u64;
+                            self.writes.push((now, *written));
+                        }
+                    }
+                }
+                if *written == *request && !*finished {
+                    *finished = c.finish(id).is_ok();
+                }
+                read_checked(c, id, &mut self.scratch, &mut self.delivery, now);
+            }
+            App::Responder {
+                response,
+                think,
+                answered,
+                written,
+                finished,
+            } => {
+                // The request arrives on the client's first stream, id 0.
+                let id = 0;
+                if !*answered && opened.contains(&id) {
+                    *answered = c.send_open_result(id, 0).is_ok();
+                }
+                if !self.delivery.finished {
+                    read_checked(c, id, &mut self.scratch, &mut self.delivery, now);
+                }
+                if self.delivery.finished_at.is_none_or(|t| now < t + *think) {
+                    return;
+                }
+                while *written < *response && c.is_writable(id) {
+                    let n = ((*response - *written) as usize).min(self.scratch.len());
+                    fill_pattern(*written, &mut self.scratch[..n]);
+                    match c.write(id, &self.scratch[..n]) {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => *written += k as u64,
+                    }
+                }
+                if *written == *response && !*finished {
+                    *finished = c.finish(id).is_ok();
+                }
+            }
             App::Receiver => {
                 // Read every stream the peer opened (ids 0, 4, ...: client-initiated, even).
                 let mut id = 0u64;
@@ -219,6 +389,38 @@ impl CtcpPeer {
                     id += 2;
                 }
             }
+        }
+    }
+}
+
+/// Reads stream `id` until it has nothing more, checking the pattern into `delivery`
+/// (offsets counted from the stream's start).
+fn read_checked(
+    c: &mut ctcp_proto::Connection,
+    id: u64,
+    scratch: &mut [u8],
+    delivery: &mut Delivery,
+    now: Instant,
+) {
+    loop {
+        match c.read(id, scratch) {
+            Ok(ReadOutcome::Data(n)) => {
+                let base = delivery.bytes_ok + delivery.bytes_bad;
+                let bad = (0..n)
+                    .filter(|&i| scratch[i] != pattern_byte(base + i as u64))
+                    .count();
+                delivery.bytes_bad += bad as u64;
+                delivery.bytes_ok += (n - bad) as u64;
+                delivery.progress.push((now, base + n as u64));
+            }
+            Ok(ReadOutcome::Finished) => {
+                if !delivery.finished {
+                    delivery.finished = true;
+                    delivery.finished_at = Some(now);
+                }
+                return;
+            }
+            _ => return,
         }
     }
 }
@@ -265,7 +467,10 @@ impl Endpoint for CtcpPeer {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.endpoint.poll_timeout()
+        match (self.endpoint.poll_timeout(), self.app_wakeup()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn handle_timeout(&mut self, now: Instant) {
@@ -360,6 +565,85 @@ pub fn run_transfer(
             .is_some_and(|r| r.delivery.finished)
     })?;
     Ok(report(&sim, flow, link, total, start))
+}
+
+/// A request/response exchange over an established session, and what came of it.
+#[derive(Debug, Clone)]
+pub struct ExchangeReport {
+    /// Whether the request and the reply both arrived intact with their FINs.
+    pub bytes_ok: bool,
+    /// Virtual time from the request's first write to the reply's last byte read, if the
+    /// reply completed.
+    pub took: Option<Duration>,
+    /// Client (requester) statistics at the end.
+    pub client_stats: Option<ctcp_proto::ConnectionStats>,
+    /// Server (responder) statistics at the end.
+    pub server_stats: Option<ctcp_proto::ConnectionStats>,
+}
+
+/// One request/response exchange: see [`run_exchange`].
+#[derive(Debug, Clone, Copy)]
+pub struct ExchangeSpec {
+    /// Request bytes, client to server.
+    pub request: u64,
+    /// Reply bytes, server to client.
+    pub response: u64,
+    /// How long the session has been up when the client opens the stream.
+    pub after: Duration,
+    /// Each side's delay between its first flight (the OPEN; the connect result) and its
+    /// message (the request; the reply). Zero sends each side's two in one flight.
+    pub think: Duration,
+}
+
+/// Connects a client to a server over `link`, waits until the session has been up for
+/// `after` (as a proxy's standing session would be), then opens a stream and, `think`
+/// later, sends the request on it; the server answers the OPEN at once and the request,
+/// `think` after it arrived, with the reply. This is how a proxied HTTP GET uses the
+/// tunnel with fast open (OPEN, then the request; the connect result, then the reply):
+/// small flights each way before any bulk.
+///
+/// # Errors
+/// Fails if the simulation hits its step bound.
+pub fn run_exchange(
+    link: &LinkSpec,
+    config: TransportConfig,
+    spec: ExchangeSpec,
+    seed: Seed,
+    deadline: Duration,
+) -> Result<ExchangeReport, SimError> {
+    let ExchangeSpec {
+        request,
+        response,
+        after,
+        think,
+    } = spec;
+    let mut sim = Sim::with_seed(seed);
+    let start = sim.now();
+    let (fwd, ret) = sim.add_link(link);
+    let psk = [7u8; 32];
+    let cli = CtcpPeer::requester(config.clone(), &psk, seed.0, start, (request, after, think));
+    let srv = CtcpPeer::responder(config, &psk, seed.0 ^ 0xdead_beef, response, think);
+    let flow = sim.add_flow(cli, srv, fwd, ret);
+    sim.set_step_limit(50_000_000);
+    sim.run_while_until(start + deadline, |s| {
+        !s.client::<CtcpPeer>(flow)
+            .is_some_and(|c| c.delivery.finished)
+    })?;
+    let cli = sim.client::<CtcpPeer>(flow);
+    let srv = sim.server::<CtcpPeer>(flow);
+    let ok = |d: Option<&Delivery>, n: u64| {
+        d.is_some_and(|d| d.finished && d.bytes_ok == n && d.bytes_bad == 0)
+    };
+    let took = cli.and_then(|c| {
+        let sent = c.writes.first()?.0;
+        Some(c.delivery.finished_at?.saturating_duration_since(sent))
+    });
+    Ok(ExchangeReport {
+        bytes_ok: ok(srv.map(|s| &s.delivery), request) && ok(cli.map(|c| &c.delivery), response),
+        took,
+        client_stats: cli.and_then(CtcpPeer::stats),
+        server_stats: srv.and_then(CtcpPeer::stats),
+    })
 }
 
 fn report(sim: &Sim, flow: FlowId, link: &LinkSpec, total: u64, start: Instant) -> TransferReport {

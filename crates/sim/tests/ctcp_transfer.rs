@@ -3,7 +3,10 @@
 //! (`cargo run --release -p ctcp-benches --bin sim-sweep`).
 
 use ctcp_proto::TransportConfig;
-use ctcp_sim::ctcp::{run_fairness, run_fairness_phases, run_transfer, sweep_config, sweep_seed};
+use ctcp_sim::ctcp::{
+    run_exchange, run_fairness, run_fairness_phases, run_transfer, sweep_config, sweep_seed,
+    ExchangeSpec,
+};
 use ctcp_sim::{jain, LinkSpec, LossModel, Seed};
 use std::time::Duration;
 
@@ -492,11 +495,15 @@ fn no_hole_is_forgotten_after_a_stall() {
 /// hole nothing owed it again. In-order delivery on this seed stood still for 3.4 s (of
 /// a 16 s transfer) until tail repairs happened to span the hole; the watch owes that
 /// hole a repair once the in-order point has not moved for two loss-detection delays.
+/// (Seed offset 3 showed it when the watch was added; since tail repairs use the
+/// handshake's loss sample that seed no longer stalls, and among offsets 0–70 offset 56
+/// is the one where in-order delivery stands still longest without the watch: 3.21 s,
+/// 1.48 s with it.)
 #[test]
 fn the_oldest_hole_is_repaired_when_delivery_stands_still() {
     let link = LinkSpec::new(RATE, Duration::from_millis(500)).loss(LossModel::Bernoulli(0.2));
     let cfg = sweep_config();
-    let seed = sweep_seed(500, 0.2, 3);
+    let seed = sweep_seed(500, 0.2, 56);
     let r = run_transfer(
         &link,
         cfg,
@@ -542,4 +549,45 @@ fn a_receivers_lost_credit_updates_do_not_hold_the_sender() {
     println!("efficiency {eff:.3}, longest stall {:?}", r.longest_stall);
     assert!(r.bytes_ok, "transfer not byte-exact");
     assert!(eff >= 0.92, "efficiency {eff}");
+}
+
+/// A small request and its reply on a session that has carried nothing yet, as a proxied
+/// HTTP GET on a fresh tunnel with fast open (each side's first flight, the OPEN or the
+/// connect result, 1 ms before its message). Without a loss estimate the first small
+/// flights went out with no tail repairs, and a message written just after a flight's
+/// tail repairs had none of its own, so each loss waited for a probe timeout of three
+/// handshake RTTs, doubled for each lost probe. 500 ms / 30 % over 200 seeds: 23 % of
+/// exchanges finished within 1.5 RTT (median 3.2 RTT, p99 47 RTT); with the handshake
+/// train counted as a loss sample and every flight's newest symbols covered, 97 % (median
+/// 1.0 RTT, p99 2.3 RTT).
+#[test]
+fn a_small_exchange_on_a_fresh_lossy_session_takes_about_one_round_trip() {
+    let rtt = Duration::from_millis(500);
+    let link = LinkSpec::new(RATE, rtt).loss(LossModel::Bernoulli(0.3));
+    let base = Seed::from_env_or(0xe7c4).0;
+    let runs = 200u64;
+    let mut quick = 0;
+    for i in 0..runs {
+        let seed = Seed(base.wrapping_add(i));
+        let r = run_exchange(
+            &link,
+            sweep_config(),
+            ExchangeSpec {
+                request: 100,
+                response: 2000,
+                after: Duration::from_secs(1),
+                think: Duration::from_millis(1),
+            },
+            seed,
+            Duration::from_secs(120),
+        )
+        .unwrap();
+        assert!(r.bytes_ok, "seed {seed:?}: exchange not byte-exact");
+        if r.took.is_some_and(|t| t <= rtt * 3 / 2) {
+            quick += 1;
+        }
+    }
+    let share = f64::from(quick) / runs as f64;
+    println!("{quick} of {runs} exchanges within 1.5 RTT");
+    assert!(share >= 0.9, "only {share:.2} of exchanges within 1.5 RTT");
 }

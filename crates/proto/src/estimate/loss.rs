@@ -105,6 +105,11 @@ impl LossEstimator {
         self.last_lost = Some(!delivered);
     }
 
+    /// Outcomes recorded so far (saturating).
+    pub fn samples(&self) -> u64 {
+        self.n
+    }
+
     /// Short-term loss rate (EWMA, μ = 1/128).
     pub fn short(&self) -> f64 {
         self.short
