@@ -62,6 +62,12 @@ pub fn log_stats(driver: &Driver, loud: bool) {
                 repair_ratio = s.repair_ratio,
                 lost = s.lost,
                 bytes_read = s.stream_bytes_read,
+                source_sent = s.source_sent,
+                repair_sent = s.repair_sent,
+                repair_reactive = s.repair_origin[0],
+                repair_proactive = s.repair_origin[1],
+                repair_tail = s.repair_origin[2],
+                repair_margin = s.repair_origin[3],
                 "session stats"
             );
         }
