@@ -271,20 +271,8 @@ impl CtcpPeer {
                         Err(_) => return,
                     },
                 };
-                while *written < *total && c.is_writable(id) {
-                    let n = ((*total - *written) as usize).min(self.scratch.len());
-                    fill_pattern(*written, &mut self.scratch[..n]);
-                    match c.write(id, &self.scratch[..n]) {
-                        Ok(0) | Err(_) => break,
-                        Ok(k) => {
-                            *written += k as u64;
-                            self.writes.push((now, *written));
-                        }
-                    }
-                }
-                if *written == *total && !*finished {
-                    *finished = c.finish(id).is_ok();
-                }
+                let mut w = Writer::new(*total, written, finished);
+                w.write(c, id, &mut self.scratch, &mut self.writes, now);
             }
             App::Requester {
                 request,
@@ -315,20 +303,8 @@ impl CtcpPeer {
                 if stream.is_some_and(|(_, opened)| now < opened + *think) {
                     return;
                 }
-                while *written < *request && c.is_writable(id) {
-                    let n = ((*request - *written) as usize).min(self.scratch.len());
-                    fill_pattern(*written, &mut self.scratch[..n]);
-                    match c.write(id, &self.scratch[..n]) {
-                        Ok(0) | Err(_) => break,
-                        Ok(k) => {
-                            *written += k as u64;
-                            self.writes.push((now, *written));
-                        }
-                    }
-                }
-                if *written == *request && !*finished {
-                    *finished = c.finish(id).is_ok();
-                }
+                let mut w = Writer::new(*request, written, finished);
+                w.write(c, id, &mut self.scratch, &mut self.writes, now);
                 read_checked(c, id, &mut self.scratch, &mut self.delivery, now);
             }
             App::Responder {
@@ -349,17 +325,8 @@ impl CtcpPeer {
                 if self.delivery.finished_at.is_none_or(|t| now < t + *think) {
                     return;
                 }
-                while *written < *response && c.is_writable(id) {
-                    let n = ((*response - *written) as usize).min(self.scratch.len());
-                    fill_pattern(*written, &mut self.scratch[..n]);
-                    match c.write(id, &self.scratch[..n]) {
-                        Ok(0) | Err(_) => break,
-                        Ok(k) => *written += k as u64,
-                    }
-                }
-                if *written == *response && !*finished {
-                    *finished = c.finish(id).is_ok();
-                }
+                let mut w = Writer::new(*response, written, finished);
+                w.write(c, id, &mut self.scratch, &mut self.writes, now);
             }
             App::Receiver => {
                 // Read every stream the peer opened (ids 0, 4, ...: client-initiated, even).
@@ -389,6 +356,50 @@ impl CtcpPeer {
                     id += 2;
                 }
             }
+        }
+    }
+}
+
+/// One stream's pattern writer: `total` bytes in all, `written` so far, FIN sent once
+/// `finished`.
+struct Writer<'a> {
+    total: u64,
+    written: &'a mut u64,
+    finished: &'a mut bool,
+}
+
+impl<'a> Writer<'a> {
+    fn new(total: u64, written: &'a mut u64, finished: &'a mut bool) -> Self {
+        Self {
+            total,
+            written,
+            finished,
+        }
+    }
+
+    /// Writes pattern bytes to stream `id` while it takes them (recording each write in
+    /// `writes`), then finishes the stream once all are written.
+    fn write(
+        &mut self,
+        c: &mut ctcp_proto::Connection,
+        id: u64,
+        scratch: &mut [u8],
+        writes: &mut Vec<(Instant, u64)>,
+        now: Instant,
+    ) {
+        while *self.written < self.total && c.is_writable(id) {
+            let n = ((self.total - *self.written) as usize).min(scratch.len());
+            fill_pattern(*self.written, &mut scratch[..n]);
+            match c.write(id, &scratch[..n]) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => {
+                    *self.written += k as u64;
+                    writes.push((now, *self.written));
+                }
+            }
+        }
+        if *self.written == self.total && !*self.finished {
+            *self.finished = c.finish(id).is_ok();
         }
     }
 }
