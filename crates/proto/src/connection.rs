@@ -1917,10 +1917,10 @@ impl Connection {
     /// Tail repairs for the flight now out: enough that, with the speculative repairs
     /// already in flight, the flight's expected losses plus two standard deviations arrive
     /// despite the loss rate: `⌈(λ + 2√λ)/(1−p)⌉ − speculative repairs in flight`, `λ = p ×
-    /// (sources + reactive repairs in flight) + overdue ones` (overdue: see below), and in
-    /// a flight of a few symbols at least what those sent after the newest of those
-    /// repairs need alone: a reactive repair is owed for a known hole, and losing it leaves that hole open. Zero
-    /// on a loss-free path. Computed afresh after each round of reactive repairs. Why: at
+    /// (sources + reactive repairs in flight) + overdue ones` (overdue: see below); a
+    /// reactive repair counts like a source because it is owed for a known hole, and
+    /// losing it leaves that hole open. In a flight of a few symbols, at least what those
+    /// sent after the newest speculative repair need alone. Zero on a loss-free path. Computed afresh after each round of reactive repairs. Why: at
     /// the end of a burst a loss waits a round trip for the ACK that reports it and another
     /// for the repair, and at high loss the repairs of the last round are lost in turn; at
     /// 500 ms / 20 % the last holes of a 20 MB transfer took 1.2–1.8 s to close (sim-sweep,

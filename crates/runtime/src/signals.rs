@@ -68,6 +68,8 @@ pub fn log_stats(driver: &Driver, loud: bool) {
                 repair_proactive = s.repair_origin[1],
                 repair_tail = s.repair_origin[2],
                 repair_margin = s.repair_origin[3],
+                repairs_received = s.repairs_received,
+                repairs_useless = s.repairs_useless,
                 "session stats"
             );
         }
