@@ -30,11 +30,16 @@ fn fill_pattern(offset: u64, buf: &mut [u8]) {
 /// What a [`CtcpPeer`] does with its session.
 #[derive(Debug)]
 enum App {
-    /// Opens one stream and writes `total` pattern bytes, then finishes.
+    /// Opens one stream and writes `total` pattern bytes, then finishes; with `pace`, at
+    /// most one chunk per interval from the stream's opening (an application slower than
+    /// the link).
     Sender {
         total: u64,
+        pace: Option<Pace>,
+        /// When the paced application writes its next chunk, if it is waiting for that.
+        next_chunk: Option<Instant>,
         written: u64,
-        stream: Option<u64>,
+        stream: Option<(u64, Instant)>,
         finished: bool,
     },
     /// Reads every stream, checks the pattern, records timings.
@@ -61,6 +66,25 @@ enum App {
         written: u64,
         finished: bool,
     },
+}
+
+/// An application-limited writer: `chunk` bytes every `every`.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    /// Bytes written at each interval's start.
+    pub chunk: u64,
+    /// Time between chunks.
+    pub every: Duration,
+}
+
+impl Pace {
+    /// Bytes the application has written by `now` if it began at `start`.
+    fn allowed(self, start: Instant, now: Instant) -> u64 {
+        let chunks = (now.saturating_duration_since(start).as_nanos()
+            / self.every.as_nanos().max(1)) as u64
+            + 1;
+        chunks.saturating_mul(self.chunk)
+    }
 }
 
 /// Delivery timings of the receiving side.
@@ -122,6 +146,8 @@ impl CtcpPeer {
             conn: Some(conn),
             app: App::Sender {
                 total,
+                pace: None,
+                next_chunk: None,
                 written: 0,
                 stream: None,
                 finished: false,
@@ -201,6 +227,7 @@ impl CtcpPeer {
     /// waking it (a requester waiting out `after` or `think`, a responder `think`).
     fn app_wakeup(&self) -> Option<Instant> {
         match &self.app {
+            App::Sender { next_chunk, .. } => *next_chunk,
             App::Requester {
                 after,
                 connected_at: Some(at),
@@ -254,6 +281,8 @@ impl CtcpPeer {
         match &mut self.app {
             App::Sender {
                 total,
+                pace,
+                next_chunk,
                 written,
                 stream,
                 finished,
@@ -261,18 +290,23 @@ impl CtcpPeer {
                 if !c.is_established() {
                     return;
                 }
-                let id = match stream {
-                    Some(id) => *id,
+                let (id, opened) = match stream {
+                    Some(s) => *s,
                     None => match c.open_stream(Target::Domain("sink.test".into(), 9)) {
-                        Ok(id) => {
-                            *stream = Some(id);
-                            id
-                        }
+                        Ok(id) => *stream.insert((id, now)),
                         Err(_) => return,
                     },
                 };
-                let mut w = Writer::new(*total, written, finished);
+                let limit = pace.map_or(*total, |p| p.allowed(opened, now).min(*total));
+                let mut w = Writer::new(*total, written, finished).up_to(limit);
                 w.write(c, id, &mut self.scratch, &mut self.writes, now);
+                // Held by its own pace (not by the session): wake at the next chunk.
+                *next_chunk = pace
+                    .filter(|_| *written == limit && limit < *total)
+                    .map(|p| {
+                        let k = u32::try_from(limit / p.chunk.max(1)).unwrap_or(u32::MAX);
+                        opened + p.every * k
+                    });
             }
             App::Requester {
                 request,
@@ -364,6 +398,7 @@ impl CtcpPeer {
 /// `finished`.
 struct Writer<'a> {
     total: u64,
+    limit: u64,
     written: &'a mut u64,
     finished: &'a mut bool,
 }
@@ -372,8 +407,17 @@ impl<'a> Writer<'a> {
     fn new(total: u64, written: &'a mut u64, finished: &'a mut bool) -> Self {
         Self {
             total,
+            limit: total,
             written,
             finished,
+        }
+    }
+
+    /// Writes no further than `limit` bytes this time (an application-limited writer).
+    fn up_to(self, limit: u64) -> Self {
+        Self {
+            limit: limit.min(self.total),
+            ..self
         }
     }
 
@@ -387,8 +431,8 @@ impl<'a> Writer<'a> {
         writes: &mut Vec<(Instant, u64)>,
         now: Instant,
     ) {
-        while *self.written < self.total && c.is_writable(id) {
-            let n = ((self.total - *self.written) as usize).min(scratch.len());
+        while *self.written < self.limit && c.is_writable(id) {
+            let n = ((self.limit - *self.written) as usize).min(scratch.len());
             fill_pattern(*self.written, &mut scratch[..n]);
             match c.write(id, &scratch[..n]) {
                 Ok(0) | Err(_) => break,
@@ -562,11 +606,30 @@ pub fn run_transfer(
     seed: Seed,
     deadline: Duration,
 ) -> Result<TransferReport, SimError> {
+    run_paced_transfer(link, config, total, None, seed, deadline)
+}
+
+/// [`run_transfer`] with an application that writes at most `pace` (a chunk per
+/// interval) instead of as fast as the session takes it.
+///
+/// # Errors
+/// Fails if the simulation hits its step bound or the deadline passes first.
+pub fn run_paced_transfer(
+    link: &LinkSpec,
+    config: TransportConfig,
+    total: u64,
+    pace: Option<Pace>,
+    seed: Seed,
+    deadline: Duration,
+) -> Result<TransferReport, SimError> {
     let mut sim = Sim::with_seed(seed);
     let start = sim.now();
     let (fwd, ret) = sim.add_link(link);
     let psk = [7u8; 32];
-    let tx = CtcpPeer::sender(config.clone(), &psk, seed.0, start, total);
+    let mut tx = CtcpPeer::sender(config.clone(), &psk, seed.0, start, total);
+    if let App::Sender { pace: p, .. } = &mut tx.app {
+        *p = pace;
+    }
     let rx = CtcpPeer::receiver(config, &psk, seed.0 ^ 0xdead_beef);
     let flow = sim.add_flow(tx, rx, fwd, ret);
     sim.set_step_limit(200_000_000);

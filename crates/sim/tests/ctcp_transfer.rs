@@ -4,8 +4,8 @@
 
 use ctcp_proto::TransportConfig;
 use ctcp_sim::ctcp::{
-    run_exchange, run_fairness, run_fairness_phases, run_transfer, sweep_config, sweep_seed,
-    ExchangeSpec,
+    run_exchange, run_fairness, run_fairness_phases, run_paced_transfer, run_transfer,
+    sweep_config, sweep_seed, ExchangeSpec, Pace,
 };
 use ctcp_sim::{jain, LinkSpec, LossModel, Seed};
 use std::time::Duration;
@@ -590,4 +590,54 @@ fn a_small_exchange_on_a_fresh_lossy_session_takes_about_one_round_trip() {
     let share = f64::from(quick) / runs as f64;
     println!("{quick} of {runs} exchanges within 1.5 RTT");
     assert!(share >= 0.9, "only {share:.2} of exchanges within 1.5 RTT");
+}
+
+/// An application slower than the link (a slow origin behind the reverse proxy) leaves
+/// the sender idle between chunks, and each pause sends tail repairs for the flight. The
+/// flow must get its rate, byte-exact. Its repairs are a regression guard, not a target:
+/// each pause's tail carries the two-sigma margin meant for a transfer's end, so an
+/// application-limited flow pays 1.6–2 times the erasure minimum `p/(1−p)` (5 %: 0.10
+/// against 0.053; 30 %: 0.63–0.74 against 0.43), where a bulk flow pays 1.00–1.06 times
+/// (BENCHMARKS.md, "application-limited senders").
+#[test]
+fn an_application_limited_sender_gets_its_rate_with_bounded_repairs() {
+    let loss = 0.3;
+    let link = LinkSpec::new(RATE, Duration::from_millis(500)).loss(LossModel::Bernoulli(loss));
+    let pace = Pace {
+        chunk: 64 * 1024,
+        every: Duration::from_millis(100),
+    };
+    let app_rate = pace.chunk as f64 * 8.0 / pace.every.as_secs_f64();
+    let (mut over, runs) = (0.0, 4u64);
+    for i in 0..runs {
+        let seed = Seed(Seed::from_env_or(0x9ace).0.wrapping_add(i));
+        let r = run_paced_transfer(
+            &link,
+            sweep_config(),
+            5_000_000,
+            Some(pace),
+            seed,
+            Duration::from_secs(120),
+        )
+        .unwrap();
+        let tail = r.sender_stats.as_ref().map_or(0, |s| s.repair_origin[2]);
+        println!(
+            "seed {seed:?}: repair/source {:.4}, tail repairs {tail}, {:.2} Mbit/s",
+            r.repair_overhead,
+            r.goodput_bps / 1e6
+        );
+        assert!(r.bytes_ok, "seed {seed:?}: not byte-exact");
+        assert!(
+            r.goodput_bps >= 0.85 * app_rate,
+            "seed {seed:?}: {:.2} Mbit/s for an application writing {:.2}",
+            r.goodput_bps / 1e6,
+            app_rate / 1e6
+        );
+        over += r.repair_overhead - loss / (1.0 - loss);
+    }
+    let mean_over = over / runs as f64;
+    assert!(
+        mean_over <= 0.35,
+        "repairs beyond the erasure minimum: {mean_over:.4} of the sources on average"
+    );
 }
