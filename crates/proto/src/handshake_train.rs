@@ -86,7 +86,8 @@ impl Arrivals {
         self.seen.count_ones()
     }
 
-    /// Highest position received (0 before any): the copies sent up to it are known.
+    /// Positions up to and including the highest received (0 before any): the copies
+    /// known to have been sent.
     pub(crate) fn highest(&self) -> u32 {
         64 - self.seen.leading_zeros()
     }

@@ -367,25 +367,8 @@ impl CtcpPeer {
                 let mut id = 0u64;
                 let mut misses = 0;
                 while misses < 4 {
-                    match c.read(id, &mut self.scratch) {
-                        Ok(ReadOutcome::Data(n)) => {
-                            let base = self.delivery.bytes_ok + self.delivery.bytes_bad;
-                            let bad = (0..n)
-                                .filter(|&i| self.scratch[i] != pattern_byte(base + i as u64))
-                                .count();
-                            self.delivery.bytes_bad += bad as u64;
-                            self.delivery.bytes_ok += (n - bad) as u64;
-                            self.delivery.progress.push((now, base + n as u64));
-                            continue;
-                        }
-                        Ok(ReadOutcome::Finished) => {
-                            if !self.delivery.finished {
-                                self.delivery.finished = true;
-                                self.delivery.finished_at = Some(now);
-                            }
-                        }
-                        Ok(_) => {}
-                        Err(_) => misses += 1,
+                    if !read_checked(c, id, &mut self.scratch, &mut self.delivery, now) {
+                        misses += 1;
                     }
                     id += 2;
                 }
@@ -449,14 +432,15 @@ impl<'a> Writer<'a> {
 }
 
 /// Reads stream `id` until it has nothing more, checking the pattern into `delivery`
-/// (offsets counted from the stream's start).
+/// (offsets continue from the bytes `delivery` has counted: the stream's start when it is
+/// the only one). False if there is no such stream.
 fn read_checked(
     c: &mut ctcp_proto::Connection,
     id: u64,
     scratch: &mut [u8],
     delivery: &mut Delivery,
     now: Instant,
-) {
+) -> bool {
     loop {
         match c.read(id, scratch) {
             Ok(ReadOutcome::Data(n)) => {
@@ -473,9 +457,10 @@ fn read_checked(
                     delivery.finished = true;
                     delivery.finished_at = Some(now);
                 }
-                return;
+                return true;
             }
-            _ => return,
+            Ok(_) => return true,
+            Err(_) => return false,
         }
     }
 }
