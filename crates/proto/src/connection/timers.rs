@@ -1,0 +1,108 @@
+//! Timers: when the session must be woken, and what is due when it is (idle timeout,
+//! keepalive, delayed ACKs, loss detection, tail probes).
+
+use super::*;
+
+impl Connection {
+    /// Whether the probe timer must run: packets are in flight, or symbols are still
+    /// unacknowledged with nothing in flight. The second case is the liveness guarantee:
+    /// repair accounting bounds its debt by the peer's deficit, and a receiver that never
+    /// saw a lost tail reports none, so without it a tail whose last repairs were lost
+    /// (proactive ones owe nothing) waited for the next keepalive, 20 s in the simulator
+    /// at 100 ms / 20 %.
+    fn tail_unresolved(&self) -> bool {
+        self.in_flight > 0 || !self.encoder.is_empty()
+    }
+
+    fn pto(&self) -> Duration {
+        // Capped at 4x: on a lossy link a probe is itself lost often, and a tail symbol
+        // (e.g. the one carrying flow-control credit) must not wait many seconds (8x was
+        // 5.6 s at 600 ms).
+        self.rtt.pto(self.config.max_ack_delay) * 2u32.saturating_pow(self.pto_count.min(2))
+    }
+
+    /// When [`Connection::handle_timeout`] must be called next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        let mut add = |x: Option<Instant>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |t: Instant| t.min(x)));
+            }
+        };
+        match &self.state {
+            State::Drained => return None,
+            State::Handshake { next_send, .. } => {
+                add(Some(*next_send));
+                add(Some(self.created + self.config.handshake_timeout));
+                return t;
+            }
+            State::Closing { .. } => return Some(self.created), // flush immediately
+            State::Established => {}
+        }
+        add(Some(self.last_received + self.config.idle_timeout));
+        add(self.last_sent.map(|s| s + self.config.keepalive));
+        add(self.ack.deadline.filter(|_| self.ack.pending));
+        add(self.loss_time);
+        add(self.pacer_wakeup);
+        add(self.train_probe.as_ref().and_then(|p| p.deadline));
+        if self.tail_unresolved() {
+            add(self.last_ack_eliciting_sent.map(|s| s + self.pto()));
+        }
+        t
+    }
+
+    /// Runs timers that are due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match &self.state {
+            State::Drained | State::Closing { .. } => return,
+            State::Handshake { .. } => {
+                if now >= self.created + self.config.handshake_timeout {
+                    self.lose(ConnectionError::HandshakeTimeout);
+                }
+                return;
+            }
+            State::Established => {}
+        }
+        if now >= self.last_received + self.config.idle_timeout {
+            self.lose(ConnectionError::IdleTimeout);
+            return;
+        }
+        if self
+            .train_probe
+            .as_ref()
+            .and_then(|p| p.deadline)
+            .is_some_and(|d| now >= d)
+        {
+            self.finish_train_probe(now);
+        }
+        if self
+            .last_sent
+            .is_some_and(|s| now >= s + self.config.keepalive)
+        {
+            self.ping_pending = true;
+        }
+        if self.ack.pending && self.ack.deadline.is_some_and(|d| now >= d) {
+            self.ack.immediate = true;
+        }
+        if self.loss_time.is_some_and(|t| now >= t) {
+            self.detect_lost(now);
+            self.trim_sent();
+        }
+        if self.tail_unresolved()
+            && self
+                .last_ack_eliciting_sent
+                .is_some_and(|s| now >= s + self.pto())
+        {
+            // Tail loss probe: one repair covering everything unacknowledged.
+            self.pto_count += 1;
+            // Two probes when loss is significant, so one loss does not cost another PTO.
+            let probes = if self.loss.p() > 0.05 { 2 } else { 1 };
+            // The tail's fate is unknown: probes cover everything sent.
+            self.debt.owe_spanning(probes, self.encoder.next_id());
+            self.last_ack_eliciting_sent = Some(now);
+            if self.encoder.is_empty() {
+                self.ping_pending = true;
+            }
+        }
+    }
+}
