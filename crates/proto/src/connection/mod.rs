@@ -323,6 +323,9 @@ struct InFlightAfter {
     speculative: u32,
     /// Source symbols.
     sources: u32,
+    /// Source symbols sent before the newest speculative repair (the ones such repairs
+    /// can cover).
+    covered_sources: u32,
 }
 
 /// Why a repair is sent: it decides what the repair's loss owes.
@@ -415,6 +418,10 @@ pub struct Connection {
     /// and may still hold undecoded: each lowers its reported deficit without filling a
     /// hole above its end.
     held_speculative: Vec<SymbolId>,
+    /// Symbols the peer lacked at its latest ACK: its deficit plus the sources sent no
+    /// later than that ACK's packet it had not seen (see
+    /// [`Connection::owe_tail_shortfall`]).
+    peer_lacking: u32,
     peer_next_in_order: SymbolId,
     peer_deficit: u32,
     loss_time: Option<Instant>,
@@ -672,6 +679,7 @@ impl Connection {
             margin_end: None,
             busy_since: None,
             held_speculative: Vec::new(),
+            peer_lacking: 0,
             peer_next_in_order: 0,
             peer_deficit: 0,
             loss_time: None,

@@ -87,6 +87,7 @@ impl Connection {
         if self.loss_time.is_some_and(|t| now >= t) {
             self.detect_lost(now);
             self.trim_sent();
+            self.owe_tail_shortfall();
         }
         if self.tail_unresolved()
             && self
