@@ -595,10 +595,13 @@ fn a_small_exchange_on_a_fresh_lossy_session_takes_about_one_round_trip() {
 /// An application slower than the link (a slow origin behind the reverse proxy) leaves
 /// the sender idle between chunks, and each pause sends tail repairs for the flight. The
 /// flow must get its rate, byte-exact. Its repairs are a regression guard, not a target:
-/// each pause's tail carries the two-sigma margin meant for a transfer's end, so an
-/// application-limited flow pays 1.6–2 times the erasure minimum `p/(1−p)` (5 %: 0.10
-/// against 0.053; 30 %: 0.63–0.74 against 0.43), where a bulk flow pays 1.00–1.06 times
-/// (BENCHMARKS.md, "application-limited senders").
+/// the flight's tails carry a two-sigma margin and a chunk's surplus repairs cannot fill
+/// the next chunk's holes, so an application-limited flow pays 1.4–1.8 times the erasure
+/// minimum `p/(1−p)` (5 %: 0.090–0.101 against 0.053; 30 %: 0.58–0.61 against 0.43, mean
+/// excess 0.17), where a bulk flow pays 1.00–1.06 times (BENCHMARKS.md,
+/// "application-limited senders"). Before the reactive cap stopped charging a chunk's
+/// uncovered sources against the previous tails and adding back held tail repairs:
+/// 0.63–0.74 at 30 %, mean excess 0.27.
 #[test]
 fn an_application_limited_sender_gets_its_rate_with_bounded_repairs() {
     let loss = 0.3;
@@ -637,7 +640,7 @@ fn an_application_limited_sender_gets_its_rate_with_bounded_repairs() {
     }
     let mean_over = over / runs as f64;
     assert!(
-        mean_over <= 0.35,
+        mean_over <= 0.22,
         "repairs beyond the erasure minimum: {mean_over:.4} of the sources on average"
     );
 }

@@ -414,10 +414,6 @@ pub struct Connection {
     /// When the current busy spell began: the first source sent with nothing
     /// unacknowledged (a stall of a busy flow does not start a new one).
     busy_since: Option<Instant>,
-    /// Ends of the speculative repairs (tail, proactive) the peer acknowledged
-    /// and may still hold undecoded: each lowers its reported deficit without filling a
-    /// hole above its end.
-    held_speculative: Vec<SymbolId>,
     /// Symbols the peer lacked at its latest ACK: its deficit plus the sources sent no
     /// later than that ACK's packet it had not seen (see
     /// [`Connection::owe_tail_shortfall`]).
@@ -678,7 +674,6 @@ impl Connection {
             margin_skip: false,
             margin_end: None,
             busy_since: None,
-            held_speculative: Vec::new(),
             peer_lacking: 0,
             peer_next_in_order: 0,
             peer_deficit: 0,
