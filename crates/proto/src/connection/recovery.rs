@@ -274,9 +274,9 @@ impl Connection {
     /// when declared, and the cap on owed repairs had already dropped the ones its tail
     /// stood in for, so when the tail's margin fell short nothing was owed until the probe
     /// timeout. The held add-back (see `on_ack`) used to owe some of them by chance;
-    /// without it, 100 ms /
-    /// 30 % seed offset 2 ended with a deficit of 4 and only lost tail repairs in flight,
-    /// waited 130 ms for the probe and lost 0.0099 of efficiency (0.0021 with this).
+    /// without it, 100 ms / 30 % seed offset 2 ended with a deficit of 4 and only lost
+    /// tail repairs in flight, waited 130 ms for the probe and lost 0.0099 of efficiency
+    /// (0.0021 with this).
     /// Counting the repairs in flight at their expected arrivals instead owed mid-transfer
     /// on short paths and cost 0.0034 at 20 ms / 20 % (seed offset 3). Run after each ACK
     /// and after losses declared by timer, when no ACK may follow (every last repair lost).
