@@ -151,11 +151,39 @@ fn validate_mode(out: Option<PathBuf>) -> Result<()> {
     Ok(())
 }
 
+/// Fails with the names of the programs the plan runs that are not on `PATH`. Why: a
+/// fresh machine without rsync failed a whole sweep with "rsync daemon not ready after
+/// 15s", minutes in and after building everything.
+fn check_tools(plan: &plan::Plan) -> Result<()> {
+    let rsync = plan
+        .cells
+        .iter()
+        .flat_map(|c| &c.jobs)
+        .any(|j| j.workload == plan::Workload::Rsync);
+    let mut needed = vec!["curl", "python3", "ip"];
+    if rsync {
+        needed.extend(["rsync", "proxychains4"]);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let missing: Vec<&str> = needed
+        .into_iter()
+        .filter(|tool| !std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "missing on PATH: {} (e.g. `apt-get install proxychains4 rsync curl python3 iproute2`)",
+            missing.join(", ")
+        );
+    }
+    Ok(())
+}
+
 fn run_mode(mode: Mode, args: &Args) -> Result<()> {
     let plan = args.filter.apply(plan::plan(mode, args.with_30));
     if plan.cells.is_empty() && plan.fairness.is_none() {
         bail!("the filters leave nothing to run");
     }
+    check_tools(&plan)?;
     let bins = Bins::locate()?;
     let work = WorkDir::create()?;
     let out_path = match (&args.out, mode) {
