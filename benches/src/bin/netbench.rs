@@ -183,7 +183,6 @@ fn run_mode(mode: Mode, args: &Args) -> Result<()> {
     if plan.cells.is_empty() && plan.fairness.is_none() {
         bail!("the filters leave nothing to run");
     }
-    check_tools(&plan)?;
     let bins = Bins::locate()?;
     let work = WorkDir::create()?;
     let out_path = match (&args.out, mode) {
@@ -232,6 +231,10 @@ fn main() -> Result<()> {
     let args = parse_args()?;
     if let Action::PlotsOnly = args.action {
         return plots_only(args.out);
+    }
+    if let Action::Run(mode) = args.action {
+        // Before touching the host's settings.
+        check_tools(&args.filter.apply(plan::plan(mode, args.with_30)))?;
     }
     procs::install_interrupt_handler()?;
     procs::allow_congestion_controls(&["reno", "cubic", "bbr"])?;
