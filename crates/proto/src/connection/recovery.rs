@@ -249,11 +249,7 @@ impl Connection {
             && self.debt.is_empty()
             && in_flight.reactive + in_flight.speculative == 0
             && !self.repairs_in_flight()
-            && !self
-                .sent
-                .iter()
-                .take(ack_index.min(self.sent.len()))
-                .any(|p| p.in_flight && !p.acked)
+            && !self.unresolved_before(ack_index)
         {
             // The deficit comes from the peer: no more than the symbols it can lack.
             let lacking = ack
@@ -289,12 +285,7 @@ impl Connection {
         };
         let ack_index =
             ((largest + 1).saturating_sub(self.sent_base) as usize).min(self.sent.len());
-        if self
-            .sent
-            .iter()
-            .take(ack_index)
-            .any(|p| p.in_flight && !p.acked)
-        {
+        if self.unresolved_before(ack_index) {
             return;
         }
         let (in_flight, _) = self.in_flight_from(ack_index);
@@ -307,6 +298,16 @@ impl Connection {
             .saturating_sub(on_way)
             .min(u32::try_from(self.encoder.len()).unwrap_or(u32::MAX));
         self.debt.owe_at_least(lacking, self.encoder.next_id());
+    }
+
+    /// Whether a packet among the first `index` entries of the sent log (those an ACK
+    /// should already cover) is still unacknowledged and in flight: most likely reordered,
+    /// and RACK declares it lost in time if it is not.
+    fn unresolved_before(&self, index: usize) -> bool {
+        self.sent
+            .iter()
+            .take(index.min(self.sent.len()))
+            .any(|p| p.in_flight && !p.acked)
     }
 
     /// Among packets sent after `pn`: what is in flight, and the first source symbol.
