@@ -2,21 +2,23 @@
 //!
 //! A loss is congestion only if it coincides with queueing delay: the smoothed RTT exceeds
 //! `RTT_min + max(5 ms, 30 % RTT_min)` or the last round's minimum RTT exceeds
-//! `RTT_min + max(2 ms, 15 % RTT_min)` (CTCP's 5 ms / 2 ms, scaled on longer paths).
+//! `RTT_min + max(2 ms, 15 % RTT_min)` (CTCP's 5 ms / 2 ms, scaled on longer paths), or
+//! exceeds the minimum of the last minute by half of it (a queue another flow never let
+//! empty, which the windowed RTT_min has drifted up to).
 //! Otherwise it is channel loss on a short queue; the code repairs it and the window is
 //! left alone.
 //!
-//! On congestion `cwnd ← β·cwnd` with `β = RTT_min / round_min`, clamped to `[0.5, 0.8]`.
+//! On congestion `cwnd ← β·cwnd` with `β = RTT_min / round_min`, clamped to `[0.5, 0.98]`.
 //! The current RTT is the *round minimum* (the smallest sample of the last round trip), not
 //! srtt or the latest sample: it measures the standing queue, so `β·cwnd` is the window that
 //! just drains it, while a single late sample (MAC scheduling, reordering — the jitter that
 //! collapsed CTCP on WiMax) does not deepen the cut. The lower clamp keeps a full deep
 //! buffer from halving more than Reno does (and CTCP from yielding everything); the upper
-//! one (H-TCP's own range is [0.5, 0.8]) keeps every gated backoff a real one: when a
-//! competing Cubic flow keeps the queue from ever emptying, RTT_min drifts up to the
-//! standing level and β would otherwise tend to 1, leaving Cubic (β = 0.7) to do all the
-//! yielding. A fluid drop-tail model (5 Mbit/s, 1 ctcp + 1 Cubic) gave Jain 0.75–0.87 at
-//! 100 ms with β ≤ 0.95 and no drain, 0.87–0.99 with β ≤ 0.8 and `should_drain`.
+//! one keeps every gated backoff a cut. (It was 0.8, H-TCP's own ceiling, until that cut
+//! 20 % on every transient queue; design.md asks for β in [0.5, 1).) When a competing Cubic
+//! flow keeps the queue from ever emptying, RTT_min drifts up to the standing level and β
+//! tends to the ceiling: the deliberate drain (`should_drain`) renews the minimum where it
+//! can, and the gate's path floor keeps a full queue reading as congestion where it cannot.
 
 use crate::rtt::RttEstimator;
 use std::time::{Duration, Instant};
@@ -37,6 +39,20 @@ pub(super) const ROUND_MIN_QUEUE: Duration = Duration::from_millis(2);
 pub(super) const ROUND_MIN_QUEUE_FRACTION: f64 = 0.15;
 /// See [`ROUND_MIN_QUEUE_FRACTION`].
 pub(super) const SRTT_QUEUE_FRACTION: f64 = 0.3;
+/// Round minimum above the path floor ([`RttEstimator::floor_rtt`]) by more than this
+/// fraction of it means a standing queue, whatever the min-RTT window says. Why: with a
+/// Cubic flow keeping the bottleneck queue from emptying for a whole window, the windowed
+/// RTT_min rose to the standing level and the gate above, judged against it, closed: the
+/// queue's full depth (one BDP, RTT = 2 × path delay) never exceeded a minimum at 1.7 ×
+/// the path delay by 15 %, so every loss read as channel loss, H-TCP grew the window to
+/// 13 BDPs, half of what ctcp sent was dropped and re-repaired, and Cubic fell into
+/// retransmission timeouts (simulator, 5 Mbit/s, 100 ms, one Cubic flow starting 250 ms
+/// after ctcp: RTT_min 102 → 172 ms after 47 s, then 30,000 repairs in 25 s; Jain 0.864).
+/// Half the floor is far above the queue a lone ctcp keeps on a lossy path (it backs off
+/// at 15 % over its own minimum), so on such paths nothing changes; a route that lengthens
+/// the path by more than half reads as a queue until the floor's window passes, costing
+/// only backoffs of β = RTT_min/RTT ≈ [`BETA_MAX`].
+pub(super) const FLOOR_QUEUE_FRACTION: f64 = 0.5;
 /// Deepest backoff.
 pub(super) const BETA_MIN: f64 = 0.5;
 /// Shallowest backoff.
@@ -49,6 +65,13 @@ pub(super) fn queueing(rtt: &RttEstimator) -> bool {
     // queues that large; scale them with RTT_min on longer paths (see the constants).
     rtt.srtt() > min + SRTT_QUEUE.max(min.mul_f64(SRTT_QUEUE_FRACTION))
         || rtt.round_min() > min + ROUND_MIN_QUEUE.max(min.mul_f64(ROUND_MIN_QUEUE_FRACTION))
+        || rtt.round_min() > floor_threshold(rtt.floor_rtt())
+}
+
+/// The round minimum above which the path floor alone says "queue" (see
+/// [`FLOOR_QUEUE_FRACTION`]).
+fn floor_threshold(floor: Duration) -> Duration {
+    floor + ROUND_MIN_QUEUE.max(floor.mul_f64(FLOOR_QUEUE_FRACTION))
 }
 
 /// `β = min_rtt / current`, clamped to `[BETA_MIN, BETA_MAX]`.

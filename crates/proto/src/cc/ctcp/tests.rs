@@ -264,6 +264,43 @@ fn g_min_rtt_expiry_lets_beta_recover_after_route_change() {
     );
 }
 
+/// A competitor's standing queue drifts the windowed RTT_min up (100 → 175 ms: every
+/// sample of the last 10 s saw the queue); a loss with the queue full (190 ms) is within
+/// 15 % of that minimum, but 90 % above the path floor of the last minute, so it is
+/// congestion. Before the floor, the gate read it as channel loss, and H-TCP's growth ran
+/// the window to 13 BDPs over a Cubic flow in the simulator.
+#[test]
+fn a_full_queue_is_congestion_even_after_the_min_rtt_drifted_up() {
+    let mut s = Sim::into_growth(ms(100));
+    for _ in 0..70 {
+        s.round(ms(175), 0.0);
+    }
+    assert_eq!(s.rtt.min_rtt(), ms(175), "the 10 s minimum has drifted");
+    assert_eq!(s.rtt.floor_rtt(), ms(100), "the floor remembers the path");
+    for _ in 0..3 {
+        s.round(ms(190), 0.0);
+    }
+    let before = s.c.window();
+    s.c.on_congestion_event(s.now, s.now - ms(1), 5, &s.rtt);
+    assert_eq!(s.c.backoffs(), 1, "a full queue is congestion");
+    assert!(s.c.window() < before, "{before} -> {}", s.c.window());
+
+    // A route onto a path 20 % longer is not mistaken for a queue once the minimum has
+    // followed it: random loss there keeps the window growing.
+    let mut s = Sim::into_growth(ms(100));
+    for _ in 0..100 {
+        s.round(ms(120), 0.0);
+    }
+    assert_eq!(s.rtt.min_rtt(), ms(120));
+    assert_eq!(s.rtt.floor_rtt(), ms(100));
+    let start = s.c.window();
+    for _ in 0..20 {
+        s.round(ms(120), 0.2);
+    }
+    assert_eq!(s.c.backoffs(), 0);
+    assert!(s.c.window() > start);
+}
+
 #[test]
 fn gate_on_srtt_alone_backs_off_gently() {
     // Jitter: samples alternate 100/180 ms. srtt ≈ 140 ms passes the gate, but the round
