@@ -9,9 +9,10 @@
 //! packet number is never reused under one key and a replay fails the window check.
 
 use crate::wire::{
-    Accept, DataHeader, Initiate, Reset, DATA_HEADER_LEN, MAC_LEN, RANDOM_LEN, TAG_LEN,
+    Accept, DataHeader, Initiate, Reset, DATA_HEADER_LEN, MAC_LEN, RANDOM_LEN, RESET_TOKEN_LEN,
+    TAG_LEN,
 };
-use ring::{aead, hkdf, hmac};
+use ring::{hkdf, hmac};
 use thiserror::Error;
 
 /// A packet failed authentication or replay checks.
@@ -111,10 +112,10 @@ impl Psk {
     }
 
     /// The stateless-reset token of a connection id.
-    pub fn reset_token(&self, conn_id: u32) -> [u8; MAC_LEN] {
+    pub fn reset_token(&self, conn_id: u32) -> [u8; RESET_TOKEN_LEN] {
         let tag = hmac::sign(&self.reset, &conn_id.to_le_bytes());
-        let mut out = [0u8; MAC_LEN];
-        out.copy_from_slice(&tag.as_ref()[..MAC_LEN]);
+        let mut out = [0u8; RESET_TOKEN_LEN];
+        out.copy_from_slice(&tag.as_ref()[..RESET_TOKEN_LEN]);
         out
     }
 
@@ -150,9 +151,18 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> Result<(), CryptoError> {
     }
 }
 
+/// AES-256-GCM with the 96-bit tag ctcp's data packets carry ([`TAG_LEN`]). ring, which
+/// does the handshake's HMAC and HKDF, only seals and opens full 16-byte tags, so packet
+/// protection uses RustCrypto's `aes-gcm` (AES-NI and carry-less multiply, detected at
+/// run time), which takes the tag length as a type parameter.
+type Aes256Gcm96 =
+    aes_gcm::AesGcm<aes_gcm::aes::Aes256, aes_gcm::aead::consts::U12, aes_gcm::aead::consts::U12>;
+
+const _: () = assert!(TAG_LEN == 12);
+
 /// AES-256-GCM key of one direction.
 pub struct PacketKey {
-    key: aead::LessSafeKey,
+    key: Aes256Gcm96,
 }
 
 impl std::fmt::Debug for PacketKey {
@@ -161,32 +171,31 @@ impl std::fmt::Debug for PacketKey {
     }
 }
 
-fn nonce(pn: u64) -> aead::Nonce {
+fn nonce(pn: u64) -> aes_gcm::Nonce<aes_gcm::aead::consts::U12> {
     let mut n = [0u8; 12];
     n[4..].copy_from_slice(&pn.to_be_bytes());
-    aead::Nonce::assume_unique_for_key(n)
+    n.into()
 }
 
 impl PacketKey {
     fn new(key: &[u8; 32]) -> Self {
-        // AES-256-GCM accepts exactly 32-byte keys, which is what we pass.
-        #[allow(clippy::expect_used)]
-        let unbound = aead::UnboundKey::new(&aead::AES_256_GCM, key).expect("32-byte AES key");
+        use aes_gcm::KeyInit;
         PacketKey {
-            key: aead::LessSafeKey::new(unbound),
+            key: Aes256Gcm96::new(key.into()),
         }
     }
 
     /// Encrypts `packet[header_len..]` in place and appends the tag.
     pub fn seal(&self, pn: u64, packet: &mut Vec<u8>, header_len: usize) {
+        use aes_gcm::AeadInPlace;
         let (header, body) = packet.split_at_mut(header_len);
         // Sealing only fails for inputs longer than GCM's 64 GiB limit.
         #[allow(clippy::expect_used)]
         let tag = self
             .key
-            .seal_in_place_separate_tag(nonce(pn), aead::Aad::from(&*header), body)
+            .encrypt_in_place_detached(&nonce(pn), header, body)
             .expect("datagram-sized input");
-        packet.extend_from_slice(tag.as_ref());
+        packet.extend_from_slice(&tag);
     }
 
     /// Decrypts in place; returns the plaintext range of `packet`.
@@ -196,15 +205,17 @@ impl PacketKey {
         packet: &'a mut [u8],
         header_len: usize,
     ) -> Result<&'a [u8], CryptoError> {
+        use aes_gcm::AeadInPlace;
         if packet.len() < header_len + TAG_LEN {
             return Err(CryptoError::BadAuth);
         }
-        let (header, body) = packet.split_at_mut(header_len);
-        let plain = self
-            .key
-            .open_in_place(nonce(pn), aead::Aad::from(&*header), body)
+        let body_end = packet.len() - TAG_LEN;
+        let (rest, tag) = packet.split_at_mut(body_end);
+        let (header, body) = rest.split_at_mut(header_len);
+        self.key
+            .decrypt_in_place_detached(&nonce(pn), header, body, (&*tag).into())
             .map_err(|_| CryptoError::BadAuth)?;
-        Ok(plain)
+        Ok(&packet[header_len..body_end])
     }
 }
 
@@ -395,6 +406,53 @@ mod tests {
         );
     }
 
+    /// The 12-byte tag is GCM's tag truncated (SP 800-38D §5.2.1.2): the ciphertext and the
+    /// first 12 tag bytes equal ring's full AES-256-GCM output for the same key, nonce and
+    /// header, so the packet protection is standard GCM, checked against a second
+    /// implementation. Flipping any tag or body bit fails authentication.
+    #[test]
+    fn truncated_tag_is_gcm_prefix_and_every_bit_counts() {
+        use ring::aead;
+        let key = [0x5au8; 32];
+        let ours = PacketKey::new(&key);
+        let theirs =
+            aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_256_GCM, &key).unwrap());
+        for (pn, len) in [(0u64, 0usize), (1, 1), (77, 100), (1 << 40, 1420)] {
+            let mut pkt = Vec::new();
+            DataHeader { conn_id: 3, pn }.emit(&mut pkt);
+            pkt.extend((0..len).map(|i| (i * 7 + 3) as u8));
+            let plain = pkt.clone();
+            ours.seal(pn, &mut pkt, DATA_HEADER_LEN);
+            assert_eq!(pkt.len(), plain.len() + TAG_LEN);
+
+            let mut body = plain[DATA_HEADER_LEN..].to_vec();
+            let mut n = [0u8; 12];
+            n[4..].copy_from_slice(&pn.to_be_bytes());
+            let full = theirs
+                .seal_in_place_separate_tag(
+                    aead::Nonce::assume_unique_for_key(n),
+                    aead::Aad::from(&plain[..DATA_HEADER_LEN]),
+                    &mut body,
+                )
+                .unwrap();
+            assert_eq!(&pkt[DATA_HEADER_LEN..DATA_HEADER_LEN + len], &body[..]);
+            assert_eq!(&pkt[DATA_HEADER_LEN + len..], &full.as_ref()[..TAG_LEN]);
+
+            for bit in (DATA_HEADER_LEN * 8..pkt.len() * 8).step_by(37) {
+                let mut copy = pkt.clone();
+                copy[bit / 8] ^= 1 << (bit % 8);
+                assert!(
+                    ours.open(pn, &mut copy, DATA_HEADER_LEN).is_err(),
+                    "bit {bit}"
+                );
+            }
+            let mut copy = pkt.clone();
+            assert_eq!(
+                ours.open(pn, &mut copy, DATA_HEADER_LEN).unwrap(),
+                &plain[DATA_HEADER_LEN..]
+            );
+        }
+    }
     #[test]
     fn open_data_reconstructs_and_rejects_replays_and_forgeries() {
         let psk = Psk::new(&[7u8; 32]).unwrap();
