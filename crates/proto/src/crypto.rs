@@ -206,8 +206,8 @@ impl PacketKey {
     /// `packet`. On failure the body's contents are unspecified.
     ///
     /// ring opens only full 16-byte tags, and the RustCrypto `aes-gcm` crate, which takes
-    /// the tag length as a parameter, ran at 1.3 GB/s here against ring's 6.5 (it would
-    /// have added 0.12 s of CPU per 100 MiB through the proxy pair). So the standard
+    /// the tag length as a parameter, ran at 1.2 GiB/s here against ring's 5.9–6.1
+    /// (`cargo bench -p ctcp-benches --bench packet`; this open: 2.8). So the standard
     /// GCM decryption is done with ring's sealing primitive, which is the same keystream:
     /// sealing the ciphertext yields the plaintext (that pass's tag is discarded), and
     /// sealing a copy of the plaintext yields the ciphertext again with the full tag GCM
