@@ -165,7 +165,7 @@ fn main() -> anyhow::Result<()> {
         // each run is deterministic, and the phase of the two sawtooths moves a single
         // run's split by several points of Jain; the row reports the mean of the four
         // runs' goodputs and Jain indices, and the worst.
-        for rtt in [20u64, 100] {
+        for rtt in [20u64, 100, 500] {
             let runs: Vec<(f64, f64, f64)> = run_fairness_phases(
                 5_000_000,
                 Duration::from_millis(rtt),

@@ -129,31 +129,50 @@ fn shares_a_bottleneck_fairly_with_cubic() {
     assert!(a + b >= 0.85 * 5e6, "link underused: {}", a + b);
 }
 
-/// At 100 ms the two sawtooths' phase moves one run's split by several points, so the
-/// guard is the mean Jain over four Cubic start offsets (the sweep's fairness row:
-/// measured 0.995, worst phase 0.982).
-#[test]
-fn shares_a_100ms_bottleneck_fairly_with_cubic_at_every_phase() {
+/// Jain's index of each of `phases` runs of one ctcp and one Cubic flow on 5 Mbit/s at
+/// `rtt_ms` (Cubic starting a quarter second later in each), asserting the link was used.
+fn fairness_by_phase(rtt_ms: u64, seed: u64, phases: u32) -> Result<Vec<f64>, ctcp_sim::SimError> {
     let runs = run_fairness_phases(
         5_000_000,
-        Duration::from_millis(100),
+        Duration::from_millis(rtt_ms),
         &TransportConfig::default(),
-        Seed::from_env_or(107),
+        Seed::from_env_or(seed),
         Duration::from_secs(30),
         Duration::from_secs(90),
-        4,
-    )
-    .unwrap();
-    let mut js = Vec::new();
-    for (k, &(a, b)) in runs.iter().enumerate() {
-        let j = jain(&[a, b]);
-        println!("phase {k}: ctcp {a:.0} bit/s, cubic {b:.0} bit/s, Jain {j:.3}");
-        assert!(a + b >= 0.85 * 5e6, "link underused: {}", a + b);
-        js.push(j);
-    }
+        phases,
+    )?;
+    Ok(runs
+        .iter()
+        .enumerate()
+        .map(|(k, &(a, b))| {
+            let j = jain(&[a, b]);
+            println!("phase {k}: ctcp {a:.0} bit/s, cubic {b:.0} bit/s, Jain {j:.3}");
+            assert!(a + b >= 0.85 * 5e6, "link underused: {}", a + b);
+            j
+        })
+        .collect())
+}
+
+/// At 100 ms the two sawtooths' phase moves one run's split by several points, so the
+/// guard is the mean Jain over four Cubic start offsets (the sweep's fairness row:
+/// measured 0.981, worst phase 0.934).
+#[test]
+fn shares_a_100ms_bottleneck_fairly_with_cubic_at_every_phase() {
+    let js = fairness_by_phase(100, 107, 4).unwrap();
     let mean = js.iter().sum::<f64>() / js.len() as f64;
     assert!(mean >= 0.95, "mean Jain {mean:.3} ({js:?})");
     assert!(js.iter().all(|&j| j >= 0.9), "a phase below 0.9: {js:?}");
+}
+
+/// At satellite RTT H-TCP's α, which grows with the time since the last backoff whatever
+/// the window, outgrew Cubic many times over, and the Cubic flow's standing queue drifted
+/// the windowed RTT_min (and with it β) up until ctcp kept 3.5 BDPs in flight: ctcp took
+/// 3.9–4.4 of the 5 Mbit/s (Jain 0.59–0.74 over eight start phases; 0.620 in this test's
+/// first phase). β from the path floor and growth bounded by Cubic's curve measure 0.999.
+#[test]
+fn shares_a_500ms_bottleneck_fairly_with_cubic() {
+    let js = fairness_by_phase(500, 507, 2).unwrap();
+    assert!(js.iter().all(|&j| j >= 0.95), "a phase below 0.95: {js:?}");
 }
 
 /// The handshake doubles as the start-up probe (a train of padded INITIATEs, answered by a

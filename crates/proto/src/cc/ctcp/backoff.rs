@@ -16,9 +16,10 @@
 //! buffer from halving more than Reno does (and CTCP from yielding everything); the upper
 //! one keeps every gated backoff a cut. (It was 0.8, H-TCP's own ceiling, until that cut
 //! 20 % on every transient queue; design.md asks for β in [0.5, 1).) When a competing Cubic
-//! flow keeps the queue from ever emptying, RTT_min drifts up to the standing level and β
-//! tends to the ceiling: the deliberate drain (`should_drain`) renews the minimum where it
-//! can, and the gate's path floor keeps a full queue reading as congestion where it cannot.
+//! flow keeps the queue from ever emptying, RTT_min drifts up to the standing level: the
+//! deliberate drain (`should_drain`) renews the minimum where it can, the gate's path floor
+//! keeps a full queue reading as congestion where it cannot, and β's `RTT_min` is the
+//! smaller of the windowed minimum and that floor ([`beta_now`]).
 
 use crate::rtt::RttEstimator;
 use std::time::{Duration, Instant};
@@ -83,9 +84,29 @@ pub(super) fn beta(min_rtt: Duration, current: Duration) -> f64 {
     (min_rtt.as_secs_f64() / cur).clamp(BETA_MIN, BETA_MAX)
 }
 
-/// β for the path as the estimator sees it now (see the module docs for the RTT used).
+/// β for the path as the estimator sees it now: `base / round_min` (see the module docs for
+/// the round minimum), where `base` is the path floor ([`RttEstimator::floor_rtt`]) while
+/// the windowed RTT_min stays within the floor's queue threshold, else RTT_min.
+///
+/// Why the floor: a drifted RTT_min made β drift towards 1 with it, so each cut left more
+/// of the queue standing and the minimum drifted further. Simulator, one Cubic flow on 5
+/// Mbit/s at 500 ms (eight start phases, Jain over 30–120 s): RTT_min rose from 502 to
+/// 880 ms within 90 s, ctcp's window reached 3.5 BDPs and it took 3.9–4.4 Mbit/s (Jain
+/// 0.59–0.74, mean 0.66); with the floor the queue empties at each cut, RTT_min stays
+/// within 500–600 ms and the mean is 0.885 (the rest was H-TCP outgrowing Cubic; see
+/// `growth.rs`). Why not always: after a route change that lengthens the path by more
+/// than half, the windowed minimum has the new delay after one window while the floor
+/// keeps the old one for six; cuts of `old/new` on every gated loss would shrink the
+/// window to its minimum on a lossy path. A minimum that far above the floor is read as
+/// a new path, as the gate's threshold reads it.
 pub(super) fn beta_now(rtt: &RttEstimator) -> f64 {
-    beta(rtt.min_rtt(), rtt.round_min())
+    let (min, floor) = (rtt.min_rtt(), rtt.floor_rtt());
+    let base = if min <= floor_threshold(floor) {
+        min.min(floor)
+    } else {
+        min
+    };
+    beta(base, rtt.round_min())
 }
 
 /// Fraction of the min-RTT window after which a standing queue is drained on purpose.

@@ -4,18 +4,27 @@
 //! so the window opens quickly on long-RTT paths once the link has been quiet for a second:
 //! `α(Δ) = 1` for `Δ ≤ 1 s`, else `1 + 10(Δ−1) + ((Δ−1)/2)²` packets per RTT.
 //!
-//! As in H-TCP with adaptive backoff, `α` is scaled by `2(1−β)` (β of the last backoff), so
-//! an AIMD flow that backs off gently also grows gently (`throughput ∝ √(α(1+β)/(1−β))`
-//! stays comparable to a halving flow's); this is what keeps a flow whose β is near 1 from
-//! taking a shared bottleneck from Cubic. The scaled `α` is then capped at half the window
-//! per round trip: growth in congestion avoidance never outruns slow start (×2 per RTT),
-//! and the overshoot into a queue within one round is bounded by `cwnd/2`, however long
-//! the flow has gone without a backoff.
+//! `α` is scaled with the path's RTT ([`alpha_scale`]) and capped twice:
+//! - at half the window per round trip: growth in congestion avoidance never outruns slow
+//!   start (×2 per RTT), and the overshoot into a queue within one round is bounded by
+//!   `cwnd/2`, however long the flow has gone without a backoff;
+//! - after a backoff, at the window a Cubic flow (RFC 9438, `C = 0.4`, `β = 0.7`) that saw
+//!   the same congestion event would have Δ + srtt later ([`CubicBound`]): never more
+//!   aggressive than the TCP it shares a bottleneck with. H-TCP's α grows with Δ whatever
+//!   the window, so on a long path with a small BDP it outgrew Cubic many times over (5
+//!   Mbit/s, 500 ms: 57 packets per RTT after 6 s on a 200-packet window, where Cubic adds
+//!   about 6) and took 80–90 % of the link. On a lossy path the bound costs nothing: the
+//!   gate lets only queue-full losses back off, and `β = RTT_min/RTT` leaves the window at
+//!   the BDP, so growth only refills the queue.
+//!
+//! (Standard H-TCP also scales α by 2(1−β); CTCP's β = RTT_min/RTT is close to 1 whenever
+//! the queue is small, which would all but stop growth after every gentle cut.)
 
+use crate::cc::cubic;
 use std::time::Duration;
 
 /// RTT at which H-TCP's α is applied unscaled (see [`alpha_scale`]).
-const ALPHA_RTT_REFERENCE: f64 = 0.3;
+const ALPHA_RTT_REFERENCE: f64 = 0.05;
 
 /// Δ below which H-TCP grows like Reno (1 packet per RTT).
 const LOW_SPEED: f64 = 1.0;
@@ -30,28 +39,67 @@ pub fn htcp_alpha(delta: Duration) -> f64 {
     }
 }
 
-/// H-TCP's RTT scaling of α (α × RTT/300 ms, within [0.2, 1]): α(Δ) is a per-RTT increase
+/// H-TCP's RTT scaling of α (α × RTT/50 ms, within [0.2, 1]): α(Δ) is a per-RTT increase
 /// driven by wall-clock time, so without it a short-RTT flow would add far more per second
 /// than a long one and crowd out Cubic. The reference is tuned in the simulator against
-/// one Cubic flow on 5 Mbit/s (sim-sweep fairness rows, mean of four start phases). With
-/// the CTCP gate at 15 % of RTT_min, Jain at 100 ms was 0.927 with 200 ms (worst phase
-/// 0.896), 0.971 with 250 ms, 0.995 with 300 ms (worst 0.982), while efficiency at 100 ms
-/// and 0–30 % loss moved by at most 0.003; 20 ms sits on the 0.2 floor either way, and
-/// paths of 300 ms and more are never boosted above 1.
-///
-/// (Standard H-TCP also scales by 2(1-β); CTCP's β = RTT_min/RTT is close to 1 whenever
-/// the queue is small, which would all but stop growth after every gentle cut.)
+/// one Cubic flow on 5 Mbit/s (Cubic starting 0–259 ms after ctcp in 37 ms steps, Jain
+/// over 30–120 s). It was 300 ms while β came from the windowed RTT_min, which a Cubic
+/// flow's standing queue drifts up (shallow cuts); with β from the path floor the cuts
+/// drain the whole queue, and at 20 ms a 300 ms reference (scale 0.2) left ctcp 36 % of
+/// the link (Jain 0.93, worst phase 0.91); 50 ms gives 0.996 (worst 0.991). From 50 ms up
+/// the scale is 1 and the Cubic bound ([`CubicBound`]) keeps growth fair.
 pub(super) fn alpha_scale(min_rtt: Duration) -> f64 {
     (min_rtt.as_secs_f64() / ALPHA_RTT_REFERENCE).clamp(0.2, 1.0)
 }
 
-pub(super) fn effective_alpha(cwnd: f64, delta: Duration, scale: f64) -> f64 {
-    (htcp_alpha(delta) * scale).min((cwnd / 2.0).max(1.0))
+/// The window a Cubic flow would have after the congestion event that set [`Self::w_max`]:
+/// `W(t) = C(t−K)³ + W_max` with `K = ∛(W_max(1−β)/C)` (RFC 9438's `C` and `β`), so
+/// `W(0) = β·W_max`. CTCP's own cut may be deeper (`β = RTT_min/RTT` down to 0.5); H-TCP
+/// then regrows freely up to Cubic's curve and follows it from there.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct CubicBound {
+    /// Window in packets just before the backoff.
+    pub(super) w_max: f64,
+    /// Smoothed RTT: the bound looks one round trip ahead, as Cubic's target does.
+    pub(super) srtt: Duration,
+}
+
+impl CubicBound {
+    /// Cubic's window `t` after the event.
+    pub(super) fn window(&self, t: Duration) -> f64 {
+        let c = cubic::C;
+        let k = (self.w_max * (1.0 - cubic::BETA) / c).cbrt();
+        let x = t.as_secs_f64() - k;
+        c * x * x * x + self.w_max
+    }
+
+    /// Cubic's increase over the next round trip from `cwnd`, `Δ` after the event: at
+    /// least one packet per RTT, so a flow below Cubic's curve still grows like Reno.
+    fn alpha(&self, cwnd: f64, delta: Duration) -> f64 {
+        (self.window(delta + self.srtt) - cwnd).max(1.0)
+    }
+}
+
+/// H-TCP's α, scaled and capped (see the module docs), in packets per round trip.
+pub(super) fn effective_alpha(
+    cwnd: f64,
+    delta: Duration,
+    scale: f64,
+    bound: Option<CubicBound>,
+) -> f64 {
+    let alpha = (htcp_alpha(delta) * scale).min((cwnd / 2.0).max(1.0));
+    bound.map_or(alpha, |b| alpha.min(b.alpha(cwnd, delta)))
 }
 
 /// The window after `acked` packets were acknowledged in congestion avoidance:
 /// `cwnd += α/cwnd` per packet (fractions accumulate in the `f64` window).
-pub(super) fn grow(cwnd: f64, acked: u64, delta: Duration, scale: f64) -> f64 {
+pub(super) fn grow(
+    cwnd: f64,
+    acked: u64,
+    delta: Duration,
+    scale: f64,
+    bound: Option<CubicBound>,
+) -> f64 {
     let cwnd = cwnd.max(1.0);
-    cwnd + effective_alpha(cwnd, delta, scale) * acked as f64 / cwnd
+    cwnd + effective_alpha(cwnd, delta, scale, bound) * acked as f64 / cwnd
 }

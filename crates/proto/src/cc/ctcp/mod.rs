@@ -77,6 +77,9 @@ pub struct Ctcp {
     /// Send times whose losses the latest gated backoff answered (see
     /// [`Controller::congestion_span`]).
     congestion_span: Option<(Instant, Instant)>,
+    /// Window just before the last backoff or drain (none before the first): the
+    /// congestion event Cubic's curve, which bounds growth, starts from.
+    w_max: Option<f64>,
 }
 
 /// Fraction of the BDP a handshake path estimate makes the window jump to. Higher than the
@@ -118,6 +121,7 @@ impl Ctcp {
             jump_round: None,
             path: None,
             congestion_span: None,
+            w_max: None,
         }
     }
 
@@ -173,9 +177,17 @@ impl Ctcp {
         self.ignored_losses
     }
 
-    /// Current H-TCP increase in packets per round trip at `now` (after scaling and cap).
+    /// Current H-TCP increase in packets per round trip at `now` (after scaling and caps).
     pub fn alpha(&self, now: Instant) -> f64 {
-        growth::effective_alpha(self.cwnd, self.delta(now), self.alpha_scale)
+        growth::effective_alpha(self.cwnd, self.delta(now), self.alpha_scale, self.bound())
+    }
+
+    /// The Cubic curve that bounds growth since the last backoff, once there was one.
+    fn bound(&self) -> Option<growth::CubicBound> {
+        self.w_max.map(|w_max| growth::CubicBound {
+            w_max,
+            srtt: self.srtt.unwrap_or_default(),
+        })
     }
 
     fn delta(&self, now: Instant) -> Duration {
@@ -186,6 +198,7 @@ impl Ctcp {
     /// `cwnd ← β·cwnd`, start a recovery period and restart the H-TCP clock.
     fn cut(&mut self, now: Instant, rtt: &RttEstimator) {
         let beta = backoff::beta_now(rtt);
+        self.w_max = Some(self.cwnd);
         self.cwnd *= beta;
         self.last_beta = beta;
         self.recovery_start = Some(now);
@@ -276,7 +289,13 @@ impl Controller for Ctcp {
         }
         self.cwnd = match self.phase {
             Phase::SlowStart => slow_start::grow(self.cwnd, acked, self.ss_bdp),
-            Phase::Growth => growth::grow(self.cwnd, acked, self.delta(now), self.alpha_scale),
+            Phase::Growth => growth::grow(
+                self.cwnd,
+                acked,
+                self.delta(now),
+                self.alpha_scale,
+                self.bound(),
+            ),
         };
         self.clamp();
     }

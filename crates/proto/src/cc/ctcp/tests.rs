@@ -168,19 +168,52 @@ fn e_htcp_alpha_values() {
     assert_eq!(a(1.0), 1.0);
     assert!((a(2.0) - 11.25).abs() < 1e-9);
     assert!((a(5.0) - 45.0).abs() < 1e-9);
-    // Scaled by RTT/300 ms (floor 0.2, ceiling 1), capped at half the window per RTT.
-    assert!((growth::effective_alpha(1000.0, Duration::from_secs(5), 1.0) - 45.0).abs() < 1e-9);
-    assert!((growth::effective_alpha(1000.0, Duration::from_secs(5), 0.4) - 18.0).abs() < 1e-9);
-    assert_eq!(growth::alpha_scale(Duration::from_millis(20)), 0.2);
-    assert!((growth::alpha_scale(Duration::from_millis(150)) - 0.5).abs() < 1e-12);
-    assert_eq!(growth::alpha_scale(Duration::from_millis(500)), 1.0);
-    assert!((growth::effective_alpha(20.0, Duration::from_secs(5), 1.0) - 10.0).abs() < 1e-9);
+    // Scaled by RTT/50 ms (floor 0.2, ceiling 1), capped at half the window per RTT.
+    let alpha = |w, s, scale| growth::effective_alpha(w, Duration::from_secs(s), scale, None);
+    assert!((alpha(1000.0, 5, 1.0) - 45.0).abs() < 1e-9);
+    assert!((alpha(1000.0, 5, 0.4) - 18.0).abs() < 1e-9);
+    assert_eq!(growth::alpha_scale(Duration::from_millis(5)), 0.2);
+    assert!((growth::alpha_scale(Duration::from_millis(20)) - 0.4).abs() < 1e-12);
+    assert_eq!(growth::alpha_scale(Duration::from_millis(100)), 1.0);
+    assert!((alpha(20.0, 5, 1.0) - 10.0).abs() < 1e-9);
     // cwnd += α/cwnd per acked packet: a full window of ACKs adds ~α.
     let mut w = 100.0;
     for _ in 0..100 {
-        w = growth::grow(w, 1, Duration::from_secs(2), 1.0);
+        w = growth::grow(w, 1, Duration::from_secs(2), 1.0, None);
     }
     assert!((w - 100.0 - 11.25).abs() < 0.7, "{w}");
+}
+
+/// After a backoff the window never grows past the one a Cubic flow that saw the same
+/// congestion event would have (RFC 9438: `β·W_max` at once, back to `W_max` after `K`),
+/// however large H-TCP's α has become; below that curve H-TCP's α applies unchanged.
+#[test]
+fn e_growth_after_a_backoff_stays_under_cubics_curve() {
+    let srtt = ms(500);
+    let bound = growth::CubicBound { w_max: 200.0, srtt };
+    let k: f64 = (200.0 * (1.0 - crate::cc::cubic::BETA) / crate::cc::cubic::C).cbrt();
+    assert!((bound.window(Duration::ZERO) - 0.7 * 200.0).abs() < 1e-9);
+    assert!((bound.window(Duration::from_secs_f64(k)) - 200.0).abs() < 1e-9);
+    // Cut to 100 (β = 0.5): H-TCP's α (1 per RTT in the first second) is below the curve.
+    let a = growth::effective_alpha(100.0, ms(200), 1.0, Some(bound));
+    assert!((a - 1.0).abs() < 1e-9, "{a}");
+    // Grow with an ACK every 1/cwnd of an RTT for 20 s of virtual time.
+    let (mut w, mut t) = (100.0_f64, Duration::ZERO);
+    let mut htcp_only = 100.0_f64;
+    while t < Duration::from_secs(20) {
+        let step = srtt.div_f64(w);
+        w = growth::grow(w, 1, t, 1.0, Some(bound));
+        htcp_only = growth::grow(htcp_only, 1, t, 1.0, None);
+        t += step;
+        let cubic = bound.window(t + srtt).max(w.min(100.0));
+        assert!(w <= cubic + 1.0, "t {t:?}: {w} above Cubic's {cubic}");
+    }
+    // H-TCP alone would have more than doubled past W_max by now.
+    assert!(htcp_only > 1.5 * w, "{htcp_only} vs {w}");
+    assert!(
+        w > 200.0,
+        "past W_max Cubic (and the bound) grows again: {w}"
+    );
 }
 
 #[test]
