@@ -167,7 +167,7 @@ fn shares_a_100ms_bottleneck_fairly_with_cubic_at_every_phase() {
 /// At satellite RTT H-TCP's α, which grows with the time since the last backoff whatever
 /// the window, outgrew Cubic many times over, and the Cubic flow's standing queue drifted
 /// the windowed RTT_min (and with it β) up until ctcp kept 3.5 BDPs in flight: ctcp took
-/// 3.9–4.4 of the 5 Mbit/s (Jain 0.59–0.74 over eight start phases; 0.620 in this test's
+/// 3.8–4.3 of the 5 Mbit/s (Jain 0.62–0.73 over eight start phases; 0.620 in this test's
 /// first phase). β from the path floor and growth bounded by Cubic's curve measure 0.999.
 #[test]
 fn shares_a_500ms_bottleneck_fairly_with_cubic() {

@@ -90,11 +90,11 @@ pub(super) fn beta(min_rtt: Duration, current: Duration) -> f64 {
 ///
 /// Why the floor: a drifted RTT_min made β drift towards 1 with it, so each cut left more
 /// of the queue standing and the minimum drifted further. Simulator, one Cubic flow on 5
-/// Mbit/s at 500 ms (eight start phases, Jain over 30–120 s): RTT_min rose from 502 to
-/// 880 ms within 90 s, ctcp's window reached 3.5 BDPs and it took 3.9–4.4 Mbit/s (Jain
-/// 0.59–0.74, mean 0.66); with the floor the queue empties at each cut, RTT_min stays
-/// within 500–600 ms and the mean is 0.885 (the rest was H-TCP outgrowing Cubic; see
-/// `growth.rs`). Why not always: after a route change that lengthens the path by more
+/// Mbit/s at 500 ms (eight Cubic start phases 37 ms apart, Jain over 30–120 s): RTT_min
+/// rose from 502 to 880 ms within 90 s, ctcp's window reached 3.5 BDPs and it took 3.8–4.3
+/// Mbit/s (Jain 0.62–0.73, mean 0.65); with the floor the queue empties at each cut,
+/// RTT_min stays within 500–600 ms and the mean is 0.897 (the rest was H-TCP outgrowing
+/// Cubic; see `growth.rs`). Why not always: after a route change that lengthens the path by more
 /// than half, the windowed minimum has the new delay after one window while the floor
 /// keeps the old one for six; cuts of `old/new` on every gated loss would shrink the
 /// window to its minimum on a lossy path. A minimum that far above the floor is read as
