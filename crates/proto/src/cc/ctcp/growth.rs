@@ -13,7 +13,7 @@
 //!   aggressive than the TCP it shares a bottleneck with. H-TCP's α grows with Δ whatever
 //!   the window, so on a long path with a small BDP it outgrew Cubic many times over (5
 //!   Mbit/s, 500 ms: 57 packets per RTT after 6 s on a 200-packet window, where Cubic adds
-//!   about 6) and took 80–90 % of the link. On a lossy path the bound costs nothing: the
+//!   about 6) and took 77–89 % of the link. On a lossy path the bound costs nothing: the
 //!   gate lets only queue-full losses back off, and `β = RTT_min/RTT` leaves the window at
 //!   the BDP, so growth only refills the queue.
 //!
