@@ -16,7 +16,9 @@
 //! temporary file unless given; `--validate` to `benches/results/netbench-validate.json`),
 //! `--plots` (PNGs next to the output file), `--with-30` (adds 30 % loss to `--full`),
 //! and filters that run a subset of the mode's plan: `--rtt 100,500`, `--loss 0.05,0.2`
-//! (mean loss of the cell), `--systems ctcp,bbr`, `--no-fairness`.
+//! (mean loss of the cell), `--systems ctcp,bbr`, `--no-fairness`, `--fairness-only`; and
+//! `--fairness-rtt MS` / `--fairness-secs S` to run the fairness run on another path (e.g.
+//! `--full --fairness-only --fairness-rtt 500 --fairness-secs 120`).
 //! Set `NETBENCH_KEEP=1` to keep the scratch directory `/tmp/netbench-PID` (logs), and
 //! `NETBENCH_LOG=debug` to have the proxies log each session's statistics every 250 ms.
 //!
@@ -92,9 +94,22 @@ fn parse_args() -> Result<Args> {
                     .collect::<Result<_>>()?;
             }
             "--no-fairness" => a.filter.no_fairness = true,
+            "--fairness-only" => a.filter.fairness_only = true,
+            "--fairness-rtt" => {
+                let v = it.next().context("--fairness-rtt needs ms")?;
+                a.filter.fairness_rtt = Some(v.parse().context("--fairness-rtt needs ms")?);
+            }
+            "--fairness-secs" => {
+                let v = it.next().context("--fairness-secs needs seconds")?;
+                let secs: u64 = v.parse().context("--fairness-secs needs seconds")?;
+                if secs < 10 {
+                    bail!("--fairness-secs needs at least 10 s");
+                }
+                a.filter.fairness_secs = Some(secs);
+            }
             "-h" | "--help" => {
                 println!(
-                    "netbench --smoke|--quick|--full|--validate|--plots-only [--out FILE] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--no-fairness]"
+                    "netbench --smoke|--quick|--full|--validate|--plots-only [--out FILE] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S]"
                 );
                 std::process::exit(0);
             }

@@ -140,6 +140,14 @@ pub struct Filter {
     pub systems: Vec<System>,
     /// Drop the fairness run.
     pub no_fairness: bool,
+    /// Run the fairness run at this RTT in ms instead of the mode's (100 ms): the
+    /// controller's fairness depends on the path, and satellite RTTs are the product's case.
+    pub fairness_rtt: Option<u64>,
+    /// Run the fairness run this many seconds instead of the mode's (a Cubic flow on a
+    /// long path takes longer to settle).
+    pub fairness_secs: Option<u64>,
+    /// Drop every cell and keep only the fairness run.
+    pub fairness_only: bool,
 }
 
 impl Filter {
@@ -153,7 +161,7 @@ impl Filter {
                         .iter()
                         .any(|l| (l - c.link.loss.mean()).abs() < 1e-9))
         };
-        plan.cells.retain(keep_cell);
+        plan.cells.retain(|c| !self.fairness_only && keep_cell(c));
         for c in &mut plan.cells {
             c.jobs
                 .retain(|j| self.systems.is_empty() || self.systems.contains(&j.system));
@@ -164,6 +172,10 @@ impl Filter {
                 || (self.systems.contains(&System::Ctcp) && self.systems.contains(&System::Cubic)));
         if !fairness_kept {
             plan.fairness = None;
+        }
+        if let Some(f) = &mut plan.fairness {
+            f.rtt_ms = self.fairness_rtt.unwrap_or(f.rtt_ms);
+            f.secs = self.fairness_secs.unwrap_or(f.secs);
         }
         plan
     }
@@ -363,5 +375,32 @@ fn full_plan(with_30: bool) -> Plan {
             rate_bps: 5_000_000,
             rtt_ms: 100,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fairness_only_keeps_the_fairness_run_on_the_asked_path() {
+        let f = Filter {
+            fairness_only: true,
+            fairness_rtt: Some(500),
+            fairness_secs: Some(120),
+            ..Filter::default()
+        };
+        let p = f.apply(plan(Mode::Full, false));
+        assert!(p.cells.is_empty());
+        let fair = p.fairness.expect("the fairness run is kept");
+        assert_eq!(
+            (fair.rtt_ms, fair.secs, fair.rate_bps),
+            (500, 120, 5_000_000)
+        );
+        // Without the overrides the mode's own run is untouched.
+        let p = Filter::default().apply(plan(Mode::Full, false));
+        assert!(!p.cells.is_empty());
+        let fair = p.fairness.expect("the full plan has a fairness run");
+        assert_eq!((fair.rtt_ms, fair.secs), (100, 60));
     }
 }

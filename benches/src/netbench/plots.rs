@@ -75,7 +75,12 @@ pub fn write_all(rows: &[Value], dir: &Path) -> Result<Vec<PathBuf>> {
         written.push(p);
     }
     if let Some(f) = rows.iter().find(|r| text(r, "workload") == "fairness") {
-        let p = dir.join("netbench-fairness.png");
+        // The modes' own run is at 100 ms; one moved elsewhere (`--fairness-rtt`) gets its
+        // RTT in the name so it does not overwrite that plot.
+        let p = match num(f, "rtt_ms") as u64 {
+            100 => dir.join("netbench-fairness.png"),
+            rtt => dir.join(format!("netbench-fairness-{rtt}ms.png")),
+        };
         fairness_plot(f, &p)?;
         written.push(p);
     }
