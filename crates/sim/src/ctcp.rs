@@ -897,40 +897,77 @@ pub fn run_fairness_offset(
     measure: Duration,
     cubic_start: Duration,
 ) -> Result<(f64, f64), SimError> {
-    let mut sim = Sim::with_seed(seed);
-    let start = sim.now();
-    let spec = LinkSpec::new(rate_bps, rtt);
-    // One shared bottleneck: both flows' forward paths use the same nodes.
-    let fwd_nodes = spec.build_nodes(&mut sim);
-    let fwd_a = sim.add_path(fwd_nodes.iter().copied());
-    let fwd_b = sim.add_path(fwd_nodes.iter().copied());
-    let ret_a = LinkSpec::new(rate_bps * 10, rtt).build_path(&mut sim);
-    let ret_b = LinkSpec::new(rate_bps * 10, rtt).build_path(&mut sim);
-    let psk = [7u8; 32];
-    let huge = u64::MAX / 4;
-    let tx = CtcpPeer::sender(config.clone(), &psk, seed.0, start, huge);
-    let rx = CtcpPeer::receiver(config, &psk, seed.0 ^ 1);
-    let ctcp_flow = sim.add_flow(tx, rx, fwd_a, ret_a);
-    let (ttx, trx) = tcp_pair(TcpConfig {
-        start_at: (!cubic_start.is_zero()).then_some(start + cubic_start),
-        ..TcpConfig::default()
-    });
-    let tcp_flow = sim.add_flow(ttx, trx, fwd_b, ret_b);
-    sim.set_step_limit(200_000_000);
-    sim.run_until(start + warmup)?;
-    let c0 = sim
-        .server::<CtcpPeer>(ctcp_flow)
-        .map_or(0, |r| r.delivery.bytes_ok);
-    let t0 = sim
-        .server::<TcpReceiver>(tcp_flow)
-        .map_or(0, |r| r.bytes_delivered());
-    sim.run_until(start + warmup + measure)?;
-    let c1 = sim
-        .server::<CtcpPeer>(ctcp_flow)
-        .map_or(0, |r| r.delivery.bytes_ok);
-    let t1 = sim
-        .server::<TcpReceiver>(tcp_flow)
-        .map_or(0, |r| r.bytes_delivered());
+    let mut run = FairnessRun::new(rate_bps, rtt, config, seed, cubic_start);
+    run.sim.set_step_limit(200_000_000);
+    run.sim.run_until(run.start + warmup)?;
+    let (c0, t0) = run.delivered();
+    run.sim.run_until(run.start + warmup + measure)?;
+    let (c1, t1) = run.delivered();
     let secs = measure.as_secs_f64();
     Ok(((c1 - c0) as f64 * 8.0 / secs, (t1 - t0) as f64 * 8.0 / secs))
+}
+
+/// One ctcp flow and one Cubic-model flow sharing a bottleneck, set up and not yet run:
+/// what [`run_fairness_offset`] measures, for callers that step it themselves (the
+/// `fairness_trace` example prints it second by second).
+pub struct FairnessRun {
+    /// The simulator, at its start.
+    pub sim: Sim,
+    /// The ctcp flow (a sender with an endless stream).
+    pub ctcp: FlowId,
+    /// The Cubic-model TCP flow.
+    pub cubic: FlowId,
+    /// Virtual time at the start.
+    pub start: Instant,
+}
+
+impl FairnessRun {
+    /// Both flows on one `rate_bps` bottleneck with a one-BDP queue at `rtt` (return paths
+    /// ten times faster), the Cubic flow starting `cubic_start` after ctcp.
+    pub fn new(
+        rate_bps: u64,
+        rtt: Duration,
+        config: TransportConfig,
+        seed: Seed,
+        cubic_start: Duration,
+    ) -> Self {
+        let mut sim = Sim::with_seed(seed);
+        let start = sim.now();
+        let spec = LinkSpec::new(rate_bps, rtt);
+        // One shared bottleneck: both flows' forward paths use the same nodes.
+        let fwd_nodes = spec.build_nodes(&mut sim);
+        let fwd_a = sim.add_path(fwd_nodes.iter().copied());
+        let fwd_b = sim.add_path(fwd_nodes.iter().copied());
+        let ret_a = LinkSpec::new(rate_bps * 10, rtt).build_path(&mut sim);
+        let ret_b = LinkSpec::new(rate_bps * 10, rtt).build_path(&mut sim);
+        let psk = [7u8; 32];
+        let huge = u64::MAX / 4;
+        let tx = CtcpPeer::sender(config.clone(), &psk, seed.0, start, huge);
+        let rx = CtcpPeer::receiver(config, &psk, seed.0 ^ 1);
+        let ctcp = sim.add_flow(tx, rx, fwd_a, ret_a);
+        let (ttx, trx) = tcp_pair(TcpConfig {
+            start_at: (!cubic_start.is_zero()).then_some(start + cubic_start),
+            ..TcpConfig::default()
+        });
+        let cubic = sim.add_flow(ttx, trx, fwd_b, ret_b);
+        FairnessRun {
+            sim,
+            ctcp,
+            cubic,
+            start,
+        }
+    }
+
+    /// Bytes each flow has delivered in order so far: (ctcp, Cubic).
+    pub fn delivered(&self) -> (u64, u64) {
+        let c = self
+            .sim
+            .server::<CtcpPeer>(self.ctcp)
+            .map_or(0, |r| r.delivery.bytes_ok);
+        let t = self
+            .sim
+            .server::<TcpReceiver>(self.cubic)
+            .map_or(0, |r| r.bytes_delivered());
+        (c, t)
+    }
 }
