@@ -94,9 +94,9 @@ pub(super) fn beta(min_rtt: Duration, current: Duration) -> f64 {
 /// rose from 502 to 880 ms within 90 s, ctcp's window reached 3.5 BDPs and it took 3.8–4.3
 /// Mbit/s (Jain 0.62–0.73, mean 0.65); with the floor the queue empties at each cut,
 /// RTT_min stays within 500–600 ms and the mean is 0.897 (the rest was H-TCP outgrowing
-/// Cubic; see `growth.rs`). Why not always: after a route change that lengthens the path by more
-/// than half, the windowed minimum has the new delay after one window while the floor
-/// keeps the old one for six; cuts of `old/new` on every gated loss would shrink the
+/// Cubic; see `growth.rs`). Why not always: after a route change that lengthens the path
+/// by more than half, the windowed minimum has the new delay after one window while the
+/// floor keeps the old one for six; cuts of `old/new` on every gated loss would shrink the
 /// window to its minimum on a lossy path. A minimum that far above the floor is read as
 /// a new path, as the gate's threshold reads it.
 pub(super) fn beta_now(rtt: &RttEstimator) -> f64 {

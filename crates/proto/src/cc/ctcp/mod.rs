@@ -46,7 +46,7 @@ pub struct Ctcp {
     epoch: Option<Instant>,
     /// When the last backoff happened; losses of packets sent before it are the same round.
     recovery_start: Option<Instant>,
-    /// β of the last backoff (½ before any), scaling H-TCP's α.
+    /// β of the last backoff (½ before any): whether that cut drained the queue.
     last_beta: f64,
     backoffs: u64,
     drains: u64,

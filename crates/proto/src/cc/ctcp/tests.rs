@@ -208,7 +208,7 @@ fn e_growth_after_a_backoff_stays_under_cubics_curve() {
         let cubic = bound.window(t + srtt).max(w.min(100.0));
         assert!(w <= cubic + 1.0, "t {t:?}: {w} above Cubic's {cubic}");
     }
-    // H-TCP alone would have more than doubled past W_max by now.
+    // H-TCP alone would be far past the bound by now.
     assert!(htcp_only > 1.5 * w, "{htcp_only} vs {w}");
     assert!(
         w > 200.0,
