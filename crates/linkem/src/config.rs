@@ -148,6 +148,48 @@ impl TryFrom<GilbertRepr> for GilbertElliott {
     }
 }
 
+/// How the jitter of one packet is drawn, for a spread `J` ([`LinkConfig::jitter`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JitterDist {
+    /// Uniform in `[0, J]`: mean `J/2`, standard deviation `J/√12` (≈ 0.29·J),
+    /// never more than `J`.
+    #[default]
+    Uniform,
+    /// Normal with mean `J/2` and standard deviation `J/4`, clipped to
+    /// `[0, ∞)`: 95 % of packets fall in `[0, J]` like the uniform draw, but a
+    /// packet now and then (2.3 % beyond `J`, 0.13 % beyond `1.25·J`) is much
+    /// later, as on a real path. The clip at 0 (2.3 % of draws) raises the
+    /// mean by under 0.3 % of `J`.
+    Normal,
+}
+
+impl JitterDist {
+    /// `"uniform"` or `"normal"`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Uniform => "uniform",
+            Self::Normal => "normal",
+        }
+    }
+}
+
+impl std::str::FromStr for JitterDist {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        match s {
+            "uniform" => Ok(Self::Uniform),
+            "normal" => Ok(Self::Normal),
+            other => Err(ConfigError::Parse {
+                what: "jitter distribution",
+                text: other.to_owned(),
+                reason: "expected uniform or normal".to_owned(),
+            }),
+        }
+    }
+}
+
 /// Everything one direction of the emulated link does to packets.
 ///
 /// A packet goes through, in order: the drop-tail queue and serialisation at
@@ -166,10 +208,13 @@ pub struct LinkConfig {
     /// Fixed one-way propagation delay.
     #[serde(with = "humantime_serde")]
     pub delay: Duration,
-    /// Extra delay drawn uniformly from `[0, jitter]` per packet, so the mean
-    /// one-way delay is `delay + jitter / 2` (the ctcp-sim convention).
+    /// Spread `J` of the extra delay drawn per packet: uniform in `[0, J]` by
+    /// default (see [`JitterDist`]), so the mean one-way delay is
+    /// `delay + jitter / 2` (the ctcp-sim convention).
     #[serde(with = "humantime_serde")]
     pub jitter: Duration,
+    /// How the jitter is drawn; uniform unless given (`"normal"` in JSON).
+    pub jitter_dist: JitterDist,
     /// Whether jitter may reorder packets. When false (the default) a packet
     /// never leaves before one that arrived ahead of it: its release time is
     /// raised to its predecessor's, so jitter only bunches packets.
@@ -206,6 +251,7 @@ impl Default for LinkConfig {
         Self {
             delay: Duration::ZERO,
             jitter: Duration::ZERO,
+            jitter_dist: JitterDist::Uniform,
             jitter_reorder: false,
             rate_bps: None,
             queue_bytes: DEFAULT_QUEUE_BYTES,
@@ -293,6 +339,12 @@ mod tests {
         assert_eq!(cfg.seed, 7);
         let ge = cfg.gilbert_elliott.unwrap();
         assert!((ge.mean_loss() - 0.05).abs() < 1e-12);
+
+        assert_eq!(cfg.jitter_dist, JitterDist::Uniform, "uniform unless given");
+        let cfg: LinkConfig =
+            serde_json::from_str(r#"{"jitter":"25ms","jitter_dist":"normal"}"#).unwrap();
+        assert_eq!(cfg.jitter_dist, JitterDist::Normal);
+        assert!(serde_json::from_str::<LinkConfig>(r#"{"jitter_dist":"pareto"}"#).is_err());
 
         let cfg: LinkConfig =
             serde_json::from_str(r#"{"gilbert_elliott":{"p":0.01,"r":0.5}}"#).unwrap();

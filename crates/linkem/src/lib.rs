@@ -3,7 +3,7 @@
 //!
 //! Two network namespaces are joined by two TUN devices; every IP packet
 //! between them goes through a [`Link`] per direction, which applies
-//! one-way delay, jitter, a rate limit with a drop-tail byte queue,
+//! one-way delay, jitter (uniform or normal), a rate limit with a drop-tail byte queue,
 //! Bernoulli and Gilbert-Elliott loss, reordering and duplication, all drawn
 //! from a seeded ChaCha stream.
 //!
@@ -59,7 +59,7 @@ pub mod stats;
 pub mod timer;
 pub mod units;
 
-pub use config::{ConfigError, GilbertElliott, LinkConfig, DEFAULT_QUEUE_BYTES};
+pub use config::{ConfigError, GilbertElliott, JitterDist, LinkConfig, DEFAULT_QUEUE_BYTES};
 pub use counters::Counters;
 pub use emulator::{Emulator, EmulatorConfig, EmulatorError, StatsOptions};
 pub use link::Link;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::config::{ConfigError, LinkConfig};
+use crate::config::{ConfigError, JitterDist, LinkConfig};
 use crate::counters::Counters;
 
 /// One direction of an emulated link.
@@ -240,13 +240,25 @@ impl Link {
         lost || bernoulli
     }
 
-    /// The jitter of one packet, uniform in `[0, jitter]`.
+    /// The jitter of one packet: uniform in `[0, jitter]` (one draw), or
+    /// normal with mean `jitter / 2` and standard deviation `jitter / 4`
+    /// clipped at 0 (two draws, Box-Muller).
     fn jitter(&mut self) -> Duration {
         if self.config.jitter.is_zero() {
             return Duration::ZERO;
         }
         let max = u64::try_from(self.config.jitter.as_nanos()).unwrap_or(u64::MAX);
-        Duration::from_nanos(self.rng.gen_range(0..=max))
+        match self.config.jitter_dist {
+            JitterDist::Uniform => Duration::from_nanos(self.rng.gen_range(0..=max)),
+            JitterDist::Normal => {
+                // u1 in (0, 1] so that ln(u1) is finite.
+                let u1 = 1.0 - self.rng.gen::<f64>();
+                let u2 = self.rng.gen::<f64>();
+                let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                let j = max as f64 * (0.5 + 0.25 * z);
+                Duration::from_nanos(j.max(0.0) as u64)
+            }
+        }
     }
 
     /// True with probability `p`; draws nothing when `p` is 0, so a

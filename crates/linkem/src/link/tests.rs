@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::Link;
-use crate::config::{GilbertElliott, LinkConfig};
+use crate::config::{GilbertElliott, JitterDist, LinkConfig};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -362,10 +362,83 @@ fn jitter_without_reordering_keeps_fifo_order() {
     assert!(loose.counters().reordered > n / 10);
 }
 
+/// Mean and standard deviation of `xs`.
+fn mean_sd(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
+    (mean, var.sqrt())
+}
+
+#[test]
+fn normal_jitter_has_the_documented_mean_spread_and_tail() {
+    // With reordering allowed each packet's extra delay is its own draw.
+    let t0 = crate::clock::now();
+    let n = 50_000;
+    let j = 40.0; // ms
+    let config = LinkConfig {
+        delay: Duration::from_millis(100),
+        jitter: Duration::from_millis(40),
+        jitter_dist: JitterDist::Normal,
+        jitter_reorder: true,
+        seed: 21,
+        ..LinkConfig::default()
+    };
+    let extra = |out: &[(Instant, Vec<u8>)]| -> Vec<f64> {
+        out.iter()
+            .map(|(at, p)| (*at - (t0 + MS * id_of(p) as u32)).as_secs_f64() * 1e3 - 100.0)
+            .collect()
+    };
+    let mut l = link(config.clone());
+    let xs = extra(&run_spaced(&mut l, t0, n, 100, MS));
+    assert_eq!(xs.len() as u64, n);
+    let (mean, sd) = mean_sd(&xs);
+    // Mean J/2 (+0.2 % of J from the clip at 0), standard deviation J/4 (a
+    // little less after the clip).
+    assert!((mean - j / 2.0).abs() < 0.01 * j, "mean {mean} ms");
+    assert!((sd - j / 4.0).abs() < 0.02 * j, "sd {sd} ms");
+    assert!(xs.iter().all(|&x| x >= -1e-6), "clipped at 0");
+    // Unbounded above: P(Z > 2) = 2.28 % of packets beyond J; none below 0
+    // except the clipped 2.28 % exactly at 0.
+    let beyond = xs.iter().filter(|&&x| x > j).count() as u64;
+    assert_binomial("beyond J", beyond, n, 0.0228, 4.0);
+    let at_zero = xs.iter().filter(|&&x| x < 1e-6).count() as u64;
+    assert_binomial("clipped to 0", at_zero, n, 0.0228, 4.0);
+    assert!(l.counters().reordered > n / 10);
+
+    // The uniform draw of the same spread: same mean, wider core, no tail.
+    let mut u = link(LinkConfig {
+        jitter_dist: JitterDist::Uniform,
+        ..config.clone()
+    });
+    let us = extra(&run_spaced(&mut u, t0, n, 100, MS));
+    let (umean, usd) = mean_sd(&us);
+    assert!(
+        (umean - j / 2.0).abs() < 0.01 * j,
+        "uniform mean {umean} ms"
+    );
+    assert!(
+        (usd - j / 12f64.sqrt()).abs() < 0.01 * j,
+        "uniform sd {usd} ms"
+    );
+    assert!(us.iter().all(|&x| (-1e-6..=j + 1e-6).contains(&x)));
+
+    // Without reordering, normal jitter keeps FIFO order like the uniform one.
+    let mut fifo = link(LinkConfig {
+        jitter_reorder: false,
+        ..config
+    });
+    let out = run_spaced(&mut fifo, t0, n, 100, MS);
+    let ids: Vec<u64> = out.iter().map(|(_, p)| id_of(p)).collect();
+    assert_eq!(ids, (0..n).collect::<Vec<_>>());
+    assert_eq!(fifo.counters().reordered, 0);
+}
+
 fn everything(seed: u64) -> LinkConfig {
     LinkConfig {
         delay: Duration::from_millis(20),
         jitter: Duration::from_millis(5),
+        jitter_dist: JitterDist::Uniform,
         jitter_reorder: true,
         rate_bps: Some(5_000_000),
         queue_bytes: 30_000,

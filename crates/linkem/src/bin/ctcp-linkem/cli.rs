@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Parser;
 use ctcp_linkem::units::{parse_bytes, parse_duration, parse_probability, parse_rate};
-use ctcp_linkem::{EmulatorConfig, GilbertElliott, LinkConfig};
+use ctcp_linkem::{EmulatorConfig, GilbertElliott, JitterDist, LinkConfig};
 
 /// Added to `--seed` for the B→A direction, so the two directions draw
 /// independent streams from one seed.
@@ -24,8 +24,8 @@ const B_TO_A_SEED_OFFSET: u64 = 0x9E37_79B9_7F4A_7C15;
     after_help = "DIRECTIONS:
   a_to_b carries packets sent from namespace A (--ns-a, address --addr-a) to B; b_to_a the
   reverse. Link flags apply to both; --a-to-b / --b-to-a override keys for one direction:
-  keys are the link flag names without dashes: delay, jitter, jitter-reorder, rate, queue,
-  loss, ge-loss, ge-burst, ge-p, ge-r, reorder, reorder-delay, dup, seed.
+  keys are the link flag names without dashes: delay, jitter, jitter-dist, jitter-reorder,
+  rate, queue, loss, ge-loss, ge-burst, ge-p, ge-r, reorder, reorder-delay, dup, seed.
 
 OUTPUT:
   Prints `ready` on stderr (and writes --ready-file) once both namespaces are configured.
@@ -36,6 +36,7 @@ EXAMPLES:
   ctcp-linkem --delay 250ms --rate 10mbit --queue 125000 --loss 0.05 --seed 1
   ctcp-linkem --delay 250ms --rate 10mbit --ge-loss 0.05 --ge-burst 4 --ready-file /tmp/up
   ctcp-linkem --delay 10ms --b-to-a rate=1mbit,loss=0 --loss 1%
+  ctcp-linkem --delay 37500us --jitter 25ms --jitter-dist normal --rate 10mbit
   ip netns exec ctcp-a iperf3 -c 10.77.0.2
   ctcp-linkem --cleanup   # remove namespaces left by a killed run"
 )]
@@ -92,6 +93,10 @@ struct LinkArgs {
     /// Extra delay per packet, uniform in [0, JITTER] (mean delay = delay + jitter/2).
     #[arg(long, default_value = "0", value_parser = parse_duration)]
     jitter: Duration,
+    /// Jitter distribution: uniform in [0, JITTER], or normal with mean JITTER/2 and
+    /// standard deviation JITTER/4, clipped at 0 (2.3 % of packets exceed JITTER).
+    #[arg(long, default_value = "uniform", value_parser = parse_jitter_dist)]
+    jitter_dist: JitterDist,
     /// Let jitter reorder packets (default: jitter keeps FIFO order).
     #[arg(long)]
     jitter_reorder: bool,
@@ -130,6 +135,10 @@ struct LinkArgs {
     seed: u64,
 }
 
+fn parse_jitter_dist(s: &str) -> Result<JitterDist, ctcp_linkem::ConfigError> {
+    s.parse()
+}
+
 /// One direction's parameters before the Gilbert-Elliott pair is resolved.
 #[derive(Clone, Debug)]
 struct Spec {
@@ -146,6 +155,7 @@ impl Spec {
             link: LinkConfig {
                 delay: a.delay,
                 jitter: a.jitter,
+                jitter_dist: a.jitter_dist,
                 jitter_reorder: a.jitter_reorder,
                 rate_bps: a.rate,
                 queue_bytes: a.queue,
@@ -184,6 +194,7 @@ impl Spec {
         match key.replace('_', "-").as_str() {
             "delay" => l.delay = parse_duration(value)?,
             "jitter" => l.jitter = parse_duration(value)?,
+            "jitter-dist" => l.jitter_dist = parse_jitter_dist(value)?,
             "jitter-reorder" => {
                 l.jitter_reorder = value.parse().context("expected true or false")?
             }
@@ -302,6 +313,7 @@ mod tests {
         }
         assert_eq!(c.a_to_b.seed, 1);
         assert_ne!(c.b_to_a.seed, c.a_to_b.seed);
+        assert_eq!(c.a_to_b.jitter_dist, JitterDist::Uniform);
         assert_eq!(c.ns_a, "ctcp-a");
         assert_eq!(c.addr_b, Ipv4Addr::new(10, 77, 0, 2));
     }
@@ -331,6 +343,19 @@ mod tests {
         );
         assert_eq!(c.a_to_b.seed, 9);
         assert_eq!(c.b_to_a.delay, Duration::from_millis(10));
+
+        let c = parse(&[
+            "--jitter",
+            "25ms",
+            "--jitter-dist",
+            "normal",
+            "--a-to-b",
+            "jitter-dist=uniform",
+        ])
+        .unwrap();
+        assert_eq!(c.b_to_a.jitter_dist, JitterDist::Normal);
+        assert_eq!(c.a_to_b.jitter_dist, JitterDist::Uniform);
+        assert_eq!(c.a_to_b.jitter, Duration::from_millis(25));
     }
 
     #[test]
@@ -342,5 +367,7 @@ mod tests {
         assert!(parse(&["--rate", "10mbps"]).is_err());
         assert!(parse(&["--a-to-b", "bogus=1"]).is_err());
         assert!(parse(&["--a-to-b", "loss"]).is_err());
+        assert!(parse(&["--jitter-dist", "pareto"]).is_err());
+        assert!(parse(&["--b-to-a", "jitter-dist=pareto"]).is_err());
     }
 }
