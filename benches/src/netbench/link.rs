@@ -3,6 +3,7 @@
 
 use super::procs::{self, in_ns, run_quiet, LinkEntry};
 use anyhow::{bail, Context, Result};
+pub use ctcp_linkem::JitterDist;
 use serde::Deserialize;
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
@@ -17,6 +18,11 @@ pub const ADDR_A: &str = "10.77.0.1";
 pub const ADDR_B: &str = "10.77.0.2";
 /// TCP buffer limits set in both namespaces: max 16 MiB, ≫ 600 ms × 10 Mbit/s (750 kB).
 pub const TCP_MEM: &str = "4096 131072 16777216";
+/// TCP buffer limits of the large-pipe link: max 64 MiB, so that a window of a BDP
+/// (600 ms × 100 Mbit/s = 7.5 MB) plus a BDP of queue fits with the kernel's overhead.
+pub const TCP_MEM_LARGE: &str = "4096 131072 67108864";
+/// The TUN device linkem creates in both namespaces (its `--dev` default).
+pub const TUN_DEV: &str = "linkem0";
 
 /// How the link drops packets at random.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -54,7 +60,44 @@ impl LossModel {
     }
 }
 
-/// The settings of one emulated link (both directions alike).
+/// Jitter on both directions of a link whose mean RTT stays [`LinkSpec::rtt_ms`]: each
+/// direction's fixed delay is `rtt/2 − J/2` and its extra delay is drawn with spread `J`
+/// (uniform in `[0, J]`, or normal with mean `J/2`, sd `J/4`, clipped at 0), so the mean
+/// one-way delay is `rtt/2` and, uniform, the RTT lies in `[rtt − J, rtt + J]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Jitter {
+    /// The spread `J` of each direction's extra delay, in µs.
+    pub spread_us: u64,
+    /// How the extra delay is drawn.
+    pub dist: JitterDist,
+    /// Whether jitter may reorder packets (linkem's `--jitter-reorder`); without it a
+    /// packet never overtakes an earlier one, so jitter only bunches packets.
+    pub reorder: bool,
+}
+
+impl Jitter {
+    /// ±25 % of the RTT: `J = rtt/4` per direction, the RTT varies over
+    /// `[0.75·rtt, 1.25·rtt]` (uniform) with mean `rtt`.
+    pub fn quarter_rtt(rtt_ms: u64, dist: JitterDist, reorder: bool) -> Self {
+        Self {
+            spread_us: rtt_ms * 250,
+            dist,
+            reorder,
+        }
+    }
+}
+
+/// The A→B direction (requests, acknowledgements of downloads) of an asymmetric link:
+/// its own rate and queue and no random loss; the spec's loss applies to B→A only.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReturnPath {
+    /// Rate in bit/s.
+    pub rate_bps: u64,
+    /// Drop-tail queue in bytes.
+    pub queue_bytes: u64,
+}
+
+/// The settings of one emulated link (both directions alike unless `return_path`).
 #[derive(Clone, Debug)]
 pub struct LinkSpec {
     /// Round-trip time in ms (one-way delay is half).
@@ -69,6 +112,12 @@ pub struct LinkSpec {
     pub reorder: Option<(f64, u64)>,
     /// Seed of linkem's random choices.
     pub seed: u64,
+    /// Jitter of both directions, if any.
+    pub jitter: Option<Jitter>,
+    /// A slower, loss-free A→B direction, if any.
+    pub return_path: Option<ReturnPath>,
+    /// `net.ipv4.tcp_rmem` and `tcp_wmem` in both namespaces.
+    pub tcp_mem: &'static str,
 }
 
 impl LinkSpec {
@@ -82,14 +131,23 @@ impl LinkSpec {
             loss,
             reorder: None,
             seed,
+            jitter: None,
+            return_path: None,
+            tcp_mem: TCP_MEM,
         }
     }
 
+    /// Fixed one-way delay in µs: half the RTT (in µs, so odd RTTs stay exact), less
+    /// half the jitter's spread.
+    pub fn one_way_delay_us(&self) -> u64 {
+        let half_spread = self.jitter.map_or(0, |j| j.spread_us / 2);
+        (self.rtt_ms * 500).saturating_sub(half_spread)
+    }
+
     fn args(&self) -> Vec<String> {
-        // Half the RTT in µs, so odd RTTs stay exact.
         let mut a = vec![
             "--delay".to_owned(),
-            format!("{}us", self.rtt_ms * 500),
+            format!("{}us", self.one_way_delay_us()),
             "--queue".to_owned(),
             self.queue_bytes.to_string(),
             "--seed".to_owned(),
@@ -115,6 +173,24 @@ impl LinkSpec {
                 "--reorder-delay".to_owned(),
                 format!("{ms}ms"),
             ]);
+        }
+        if let Some(j) = self.jitter {
+            a.extend([
+                "--jitter".to_owned(),
+                format!("{}us", j.spread_us),
+                "--jitter-dist".to_owned(),
+                j.dist.name().to_owned(),
+            ]);
+            if j.reorder {
+                a.push("--jitter-reorder".to_owned());
+            }
+        }
+        if let Some(r) = self.return_path {
+            let mut o = format!("rate={}bit,queue={},loss=0", r.rate_bps, r.queue_bytes);
+            if matches!(self.loss, LossModel::Gilbert { .. }) {
+                o.push_str(",ge-loss=0");
+            }
+            a.extend(["--a-to-b".to_owned(), o]);
         }
         a
     }
@@ -237,8 +313,8 @@ impl Link {
     fn tune(&self) -> Result<()> {
         for ns in [self.ns_a(), self.ns_b()] {
             for (k, v) in [
-                ("net.ipv4.tcp_rmem", TCP_MEM),
-                ("net.ipv4.tcp_wmem", TCP_MEM),
+                ("net.ipv4.tcp_rmem", self.spec.tcp_mem),
+                ("net.ipv4.tcp_wmem", self.spec.tcp_mem),
                 ("net.ipv4.tcp_no_metrics_save", "1"),
             ] {
                 sysctl(ns, k, v)?;
@@ -285,6 +361,34 @@ impl Link {
     pub fn settled_snapshot(&self) -> Result<Snapshot> {
         std::thread::sleep(STATS_INTERVAL * 2 + Duration::from_millis(50));
         self.snapshot()
+    }
+
+    /// Packets the TUN devices of both namespaces dropped or failed so far (their
+    /// `rx`/`tx` `dropped` and `errors`), the emulator's own losses: a device whose
+    /// queue overflows because linkem does not read fast enough counts them here, not
+    /// in linkem's counters.
+    ///
+    /// # Errors
+    /// If `ip` fails or prints something unexpected.
+    pub fn tun_drops(&self) -> Result<u64> {
+        let mut n = 0;
+        for ns in [self.ns_a(), self.ns_b()] {
+            let out = run_quiet(
+                "ip -s link",
+                in_ns(ns, "ip").args(["-s", "-j", "link", "show", "dev", TUN_DEV]),
+                Duration::from_secs(10),
+            )?;
+            let v: Value = serde_json::from_str(&out).context("ip -s -j link output")?;
+            let stats = &v[0]["stats64"];
+            for dir in ["rx", "tx"] {
+                for k in ["dropped", "errors"] {
+                    n += stats[dir][k]
+                        .as_u64()
+                        .context("ip -s -j link: no counters")?;
+                }
+            }
+        }
+        Ok(n)
     }
 
     /// Takes the link down and returns the final counters.

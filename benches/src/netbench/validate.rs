@@ -1,7 +1,7 @@
 //! `--validate`: checks that the emulated link does what it is told — delay (UDP echo RTT),
 //! Bernoulli loss (10,000 datagrams), rate (a UDP blast counted by linkem).
 
-use super::link::{Link, LinkSpec, LossModel, ADDR_B};
+use super::link::{Link, LinkSpec, LossModel, ADDR_B, TCP_MEM};
 use super::procs::{in_ns, Proc};
 use super::workload::Bins;
 use anyhow::{Context, Result};
@@ -96,6 +96,9 @@ fn rtt(bins: &Bins, work: &Path) -> Result<Value> {
         loss: LossModel::None,
         reorder: None,
         seed: 1,
+        jitter: None,
+        return_path: None,
+        tcp_mem: TCP_MEM,
     };
     let link = Link::start(&bins.linkem, work, &spec)?;
     let _srv = Proc::spawn(
@@ -142,6 +145,9 @@ fn loss(bins: &Bins, work: &Path) -> Result<Value> {
         loss: LossModel::Bernoulli(p),
         reorder: None,
         seed: 11,
+        jitter: None,
+        return_path: None,
+        tcp_mem: TCP_MEM,
     };
     let link = Link::start(&bins.linkem, work, &spec)?;
     let counter = Proc::spawn(
