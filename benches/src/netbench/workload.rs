@@ -221,8 +221,8 @@ fn start_rsyncd(link: &Link, www: &Path, work: &Path) -> Result<Proc> {
 
 /// ctcp-reverse in namespace B and ctcp-forward (SOCKS on [`SOCKS`]) in namespace A.
 pub struct CtcpPair {
-    _forward: Proc,
-    _reverse: Proc,
+    forward: Proc,
+    reverse: Proc,
 }
 
 impl CtcpPair {
@@ -271,11 +271,36 @@ impl CtcpPair {
         wait_until("ctcp pair", Duration::from_secs(60), || {
             probe_http(link.ns_a(), true)
         })?;
-        Ok(Self {
-            _forward: forward,
-            _reverse: reverse,
-        })
+        Ok(Self { forward, reverse })
     }
+
+    /// Peak resident memory so far (`VmHWM`) of ctcp-forward and ctcp-reverse in bytes,
+    /// `None` where it cannot be read.
+    pub fn peak_rss(&self) -> (Option<u64>, Option<u64>) {
+        (vm_hwm(self.forward.pid()), vm_hwm(self.reverse.pid()))
+    }
+}
+
+/// `VmHWM` of `pid` in bytes. `ip netns exec` execs its command in the same process,
+/// but should it fork, the child is the proxy.
+fn vm_hwm(pid: u32) -> Option<u64> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    let pid = if comm.trim() == "ip" {
+        let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+        children.split_whitespace().next()?.parse().ok()?
+    } else {
+        pid
+    };
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
 }
 
 /// The outcome of one transfer.
@@ -332,6 +357,34 @@ pub fn curl(
     dest: &Path,
     timeout: Duration,
 ) -> Result<Transfer> {
+    curl_run(link, file, via_ctcp, dest, timeout, None)
+}
+
+/// Like [`curl`], and also the bytes received at every whole second since curl started:
+/// element `k` is the size of `dest` at `k + 1` s (the last one at or before the end).
+///
+/// # Errors
+/// As [`curl`].
+pub fn curl_sampled(
+    link: &Link,
+    file: &DataFile,
+    via_ctcp: bool,
+    dest: &Path,
+    timeout: Duration,
+) -> Result<(Transfer, Vec<u64>)> {
+    let mut samples = Vec::new();
+    let t = curl_run(link, file, via_ctcp, dest, timeout, Some(&mut samples))?;
+    Ok((t, samples))
+}
+
+fn curl_run(
+    link: &Link,
+    file: &DataFile,
+    via_ctcp: bool,
+    dest: &Path,
+    timeout: Duration,
+    samples: Option<&mut Vec<u64>>,
+) -> Result<Transfer> {
     let mut c = curl_command(link, file, via_ctcp, dest, timeout.as_secs_f64());
     c.args([
         "-w",
@@ -339,7 +392,20 @@ pub fn curl(
     ])
     .stdout(Stdio::piped());
     let start = ctcp_runtime::clock::now();
-    let (status, out) = Proc::spawn("curl", &mut c)?.finish(timeout + Duration::from_secs(15))?;
+    let mut p = Proc::spawn("curl", &mut c)?;
+    let mut limit = timeout + Duration::from_secs(15);
+    if let Some(samples) = samples {
+        // curl's `-w` line is short, so its pipe cannot fill while we poll.
+        while p.try_wait()?.is_none() && start.elapsed() < limit {
+            let due = Duration::from_secs(samples.len() as u64 + 1);
+            if start.elapsed() >= due {
+                samples.push(file_len(dest));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        limit = limit.saturating_sub(start.elapsed());
+    }
+    let (status, out) = p.finish(limit)?;
     let wall = start.elapsed().as_secs_f64();
     let f: Vec<f64> = out
         .split_whitespace()
