@@ -10,7 +10,41 @@
 //! cargo run --release -p ctcp-benches --bin netbench -- --full --plots    # ≤ 60 min
 //! cargo run --release -p ctcp-benches --bin netbench -- --validate     # emulator checks
 //! cargo run --release -p ctcp-benches --bin netbench -- --plots-only [--out FILE]
+//! cargo run --release -p ctcp-benches --bin netbench -- --jitter --plots      # ≤ 30 min
+//! cargo run --release -p ctcp-benches --bin netbench -- --large-pipe --plots  # ≤ 5 min
+//! cargo run --release -p ctcp-benches --bin netbench -- --asymmetric --plots  # ≤ 8 min
 //! ```
+//!
+//! The three issue modes ("real links jitter") each compare ctcp with kernel BBR and Cubic
+//! and write their own file (`benches/results/netbench-jitter.json`, `-large-pipe.json`,
+//! `-asymmetric.json`):
+//!
+//! - `--jitter`: 10 Mbit/s, one-BDP queue, the RTT varying by ±25 % around its mean:
+//!   each direction's fixed delay is RTT/2 − J/2 and its extra delay is drawn with spread
+//!   J = RTT/4 (uniform in [0, J], or normal with mean J/2 and sd J/4 clipped at 0, see
+//!   `ctcp-linkem --jitter-dist`), with or without reordering (linkem's
+//!   `--jitter-reorder`; without it jitter only bunches packets). The grid is RTT
+//!   {50, 100, 200, 500} ms × loss {0, 1 %, 5 %} plus Gilbert loss (mean 5 %, bursts of 4)
+//!   at 100 ms, per distribution and reordering: 52 cells of 10 MB. By default 22 of them
+//!   run: uniform at every RTT and loss, reordering uniform at 100 and 500 ms, normal and
+//!   Gilbert at 100 ms. `--jitter-dist uniform,normal` and `--reorder-jitter` (only
+//!   reordering cells) pick from the whole grid instead, narrowed by `--rtt`/`--loss`.
+//!   Rows add `jitter_ms` (J), `jitter_dist`, `jitter_reorder`, `one_way_delay_ms`.
+//! - `--large-pipe`: 100 Mbit/s, 600 ms, a one-BDP queue (7.5 MB), 1 % loss, one 200 MB
+//!   download per system (kernel TCP cut off at 60 s, reporting the goodput so far),
+//!   TCP buffers up to 64 MiB in both namespaces. The bytes received are sampled every
+//!   second: rows add `series_bps`, `steady_goodput_bps` and `steady_efficiency` (from
+//!   10 s after curl started to the end), `tun_drops` (packets the TUN devices dropped:
+//!   the emulator's own loss), and for ctcp `peak_rss_forward_bytes` /
+//!   `peak_rss_reverse_bytes` (the proxies' VmHWM just before they stop).
+//! - `--asymmetric`: 10 Mbit/s B→A (the download direction: the servers are in B), a
+//!   loss-free 1 Mbit/s A→B with its own one-BDP queue (≥ 30 kB), RTT {100, 600} ms ×
+//!   loss {0, 5 %, 10 %} on B→A, 10 MB; efficiency is against the B→A rate. Rows add
+//!   `return_rate_bps`, `return_queue_bytes`, `return_loss`.
+//!
+//! Kernel runs on their lossy cells stop after 20 s, reporting the goodput so far.
+//! `--size BYTES` downloads files of that size in every job instead (short checks, e.g.
+//! `--large-pipe --size 30000000`).
 //!
 //! Options: `--out FILE` (default `benches/results/netbench.json`; `--smoke` writes to a
 //! temporary file unless given; `--validate` to `benches/results/netbench-validate.json`),
@@ -18,7 +52,8 @@
 //! and filters that run a subset of the mode's plan: `--rtt 100,500`, `--loss 0.05,0.2`
 //! (mean loss of the cell), `--systems ctcp,bbr`, `--no-fairness`, `--fairness-only`; and
 //! `--fairness-rtt MS` / `--fairness-secs S` to run the fairness run on another path (e.g.
-//! `--full --fairness-only --fairness-rtt 500 --fairness-secs 120`).
+//! `--full --fairness-only --fairness-rtt 500 --fairness-secs 120`), and
+//! `--fairness-against bbr|cubic` (default cubic) to share the link with kernel BBR instead.
 //! Set `NETBENCH_KEEP=1` to keep the scratch directory `/tmp/netbench-PID` (logs), and
 //! `NETBENCH_LOG=debug` to have the proxies log each session's statistics every 250 ms.
 //!
@@ -27,7 +62,9 @@
 //! (SHA-256 of the received file), `timed_out`, `wire_bytes` (bytes that entered the link
 //! B→A during the transfer, from linkem's cumulative counters) and `wire_per_goodput`,
 //! `secs` and, for curl, `first_byte_s` (curl's time to the reply's first byte); fairness
-//! rows add `jain` and both flows' goodput and per-second series. Kernel runs on
+//! rows add `against` (the kernel flow's congestion control), `jain` and both flows'
+//! goodput and per-second series (`goodput_ctcp_bps`, `goodput_cubic_bps` or
+//! `goodput_bbr_bps`, ...); both flows start together. Kernel runs on
 //! lossy cells of `--full` use capped timeouts (25 s at ≤ 1 % loss; a 10 MB file and 20 s
 //! at higher loss) to stay within the time budget: a cut-off transfer reports the goodput
 //! of the bytes received so far with `timed_out: true`. Both namespaces get
@@ -37,6 +74,7 @@
 //! and restores the original list at exit. Ctrl-C kills every child and takes the link down.
 
 use anyhow::{bail, Context, Result};
+use ctcp_benches::netbench::link::JitterDist;
 use ctcp_benches::netbench::plan::{self, Mode};
 use ctcp_benches::netbench::run::{fairness_size, run_plan, Ctx, Out, WorkDir};
 use ctcp_benches::netbench::workload::Bins;
@@ -73,6 +111,9 @@ fn parse_args() -> Result<Args> {
             "--smoke" => a.action = Action::Run(Mode::Smoke),
             "--quick" => a.action = Action::Run(Mode::Quick),
             "--full" => a.action = Action::Run(Mode::Full),
+            "--jitter" => a.action = Action::Run(Mode::Jitter),
+            "--large-pipe" => a.action = Action::Run(Mode::LargePipe),
+            "--asymmetric" => a.action = Action::Run(Mode::Asymmetric),
             "--validate" => a.action = Action::Validate,
             "--plots-only" => a.action = Action::PlotsOnly,
             "--plots" => a.plots = true,
@@ -93,6 +134,31 @@ fn parse_args() -> Result<Args> {
                     .map(|s| plan::System::parse(s).with_context(|| format!("unknown system {s}")))
                     .collect::<Result<_>>()?;
             }
+            "--jitter-dist" => {
+                let v = it
+                    .next()
+                    .context("--jitter-dist needs uniform, normal or both")?;
+                a.filter.jitter_dists = v
+                    .split(',')
+                    .map(str::parse::<JitterDist>)
+                    .collect::<Result<_, _>>()?;
+            }
+            "--reorder-jitter" => a.filter.reorder_jitter = true,
+            "--size" => {
+                let v = it.next().context("--size needs bytes")?;
+                let size: u64 = v.parse().context("--size needs bytes")?;
+                if size == 0 {
+                    bail!("--size needs at least one byte");
+                }
+                a.filter.size = Some(size);
+            }
+            "--fairness-against" => {
+                let v = it.next().context("--fairness-against needs bbr or cubic")?;
+                a.filter.fairness_against = match plan::System::parse(&v) {
+                    Some(s) if s.cc().is_some() => Some(s),
+                    _ => bail!("--fairness-against needs a kernel TCP: bbr, cubic or reno"),
+                };
+            }
             "--no-fairness" => a.filter.no_fairness = true,
             "--fairness-only" => a.filter.fairness_only = true,
             "--fairness-rtt" => {
@@ -109,12 +175,15 @@ fn parse_args() -> Result<Args> {
             }
             "-h" | "--help" => {
                 println!(
-                    "netbench --smoke|--quick|--full|--validate|--plots-only [--out FILE] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S]"
+                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--validate|--plots-only [--out FILE] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic]"
                 );
                 std::process::exit(0);
             }
             other => bail!("unknown argument {other} (try --help)"),
         }
+    }
+    if a.filter.picks_jitter() && !matches!(a.action, Action::Run(Mode::Jitter)) {
+        bail!("--jitter-dist and --reorder-jitter go with --jitter");
     }
     Ok(a)
 }
@@ -125,6 +194,17 @@ fn results_dir() -> PathBuf {
 
 fn default_out() -> PathBuf {
     results_dir().join("netbench.json")
+}
+
+/// Where a mode writes unless `--out` says: the issue modes each their own file, so that
+/// they do not overwrite the sweep's.
+fn mode_out(mode: Mode) -> PathBuf {
+    match mode {
+        Mode::Jitter | Mode::LargePipe | Mode::Asymmetric => {
+            results_dir().join(format!("netbench-{}.json", mode.name()))
+        }
+        Mode::Smoke | Mode::Quick | Mode::Full => default_out(),
+    }
 }
 
 fn plot_dir(out: &Path) -> PathBuf {
@@ -203,7 +283,7 @@ fn run_mode(mode: Mode, args: &Args) -> Result<()> {
     let out_path = match (&args.out, mode) {
         (Some(p), _) => p.clone(),
         (None, Mode::Smoke) => work.path.join("netbench-smoke.json"),
-        (None, _) => default_out(),
+        (None, _) => mode_out(mode),
     };
     let mut out = Out::create(&out_path)?;
     let mut ctx = Ctx {

@@ -4,8 +4,10 @@
 //! - [`procs`]: child processes in their own process groups, killed on drop and on Ctrl-C;
 //! - [`link`]: the emulated link, its counters, per-namespace sysctls;
 //! - [`workload`]: origins (HTTP, rsync), the ctcp proxy pair, curl and rsync transfers;
-//! - [`plan`]: what `--smoke`, `--quick` and `--full` measure;
-//! - [`run`]: runs a plan, one JSON row per transfer, and the fairness run;
+//! - [`plan`]: what `--smoke`, `--quick`, `--full`, `--jitter`, `--large-pipe` and
+//!   `--asymmetric` measure;
+//! - [`run`]: runs a plan, one JSON row per transfer, and the fairness run (against
+//!   kernel Cubic or BBR);
 //! - [`report`], [`plots`]: the markdown table and the PNGs;
 //! - [`validate`]: checks of the emulator's delay, loss and rate.
 

@@ -71,17 +71,100 @@ pub fn write_all(rows: &[Value], dir: &Path) -> Result<Vec<PathBuf>> {
             .filter(|r| num(r, "rtt_ms") as u64 == rtt)
             .collect();
         let p = dir.join(format!("netbench-goodput-rtt{rtt}.png"));
-        goodput_plot(&sel, rtt, &p)?;
+        goodput_plot(&sel, rtt, "", &p)?;
         written.push(p);
     }
-    if let Some(f) = rows.iter().find(|r| text(r, "workload") == "fairness") {
-        // The modes' own run is at 100 ms; one moved elsewhere (`--fairness-rtt`) gets its
-        // RTT in the name so it does not overwrite that plot.
+    written.extend(jitter_plots(rows, dir)?);
+    written.extend(asymmetric_plots(rows, dir)?);
+    if rows.iter().any(|r| text(r, "workload") == "large-pipe") {
+        let p = dir.join("netbench-large-pipe.png");
+        large_pipe_plot(rows, &p)?;
+        written.push(p);
+    }
+    for f in rows.iter().filter(|r| text(r, "workload") == "fairness") {
+        // The modes' own run is at 100 ms against Cubic; one moved elsewhere
+        // (`--fairness-rtt`, `--fairness-against`) gets its RTT or kernel flow in the name
+        // so it does not overwrite that plot.
+        let vs = match super::report::against(f) {
+            "cubic" => String::new(),
+            k => format!("-{k}"),
+        };
         let p = match num(f, "rtt_ms") as u64 {
-            100 => dir.join("netbench-fairness.png"),
-            rtt => dir.join(format!("netbench-fairness-{rtt}ms.png")),
+            100 => dir.join(format!("netbench-fairness{vs}.png")),
+            rtt => dir.join(format!("netbench-fairness{vs}-{rtt}ms.png")),
         };
         fairness_plot(f, &p)?;
+        written.push(p);
+    }
+    Ok(written)
+}
+
+/// Goodput against random loss per jitter variant (distribution, reordering) and RTT:
+/// `netbench-jitter-uniform-rtt100.png`, `netbench-jitter-normal-reorder-rtt500.png`.
+fn jitter_plots(rows: &[Value], dir: &Path) -> Result<Vec<PathBuf>> {
+    let sel: Vec<&Value> = rows
+        .iter()
+        .filter(|r| {
+            text(r, "workload") == "jitter" && matches!(text(r, "loss_model"), "bernoulli" | "none")
+        })
+        .collect();
+    let mut keys: Vec<(String, bool, u64)> = sel
+        .iter()
+        .map(|r| {
+            let reorder = r.get("jitter_reorder").and_then(Value::as_bool) == Some(true);
+            (
+                text(r, "jitter_dist").to_owned(),
+                reorder,
+                num(r, "rtt_ms") as u64,
+            )
+        })
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let mut written = Vec::new();
+    for (dist, reorder, rtt) in keys {
+        let cell: Vec<&Value> = sel
+            .iter()
+            .copied()
+            .filter(|r| {
+                text(r, "jitter_dist") == dist
+                    && (r.get("jitter_reorder").and_then(Value::as_bool) == Some(true)) == reorder
+                    && num(r, "rtt_ms") as u64 == rtt
+            })
+            .collect();
+        let re = if reorder { "-reorder" } else { "" };
+        let p = dir.join(format!("netbench-jitter-{dist}{re}-rtt{rtt}.png"));
+        let what = format!(
+            ", RTT ± 25 %, {dist} jitter{}",
+            if reorder { ", reordering" } else { "" }
+        );
+        goodput_plot(&cell, rtt, &what, &p)?;
+        written.push(p);
+    }
+    Ok(written)
+}
+
+/// Goodput against loss on the asymmetric link, one plot per RTT.
+fn asymmetric_plots(rows: &[Value], dir: &Path) -> Result<Vec<PathBuf>> {
+    let sel: Vec<&Value> = rows
+        .iter()
+        .filter(|r| text(r, "workload") == "asymmetric")
+        .collect();
+    let mut rtts: Vec<u64> = sel.iter().map(|r| num(r, "rtt_ms") as u64).collect();
+    rtts.sort_unstable();
+    rtts.dedup();
+    let mut written = Vec::new();
+    for rtt in rtts {
+        let cell: Vec<&Value> = sel
+            .iter()
+            .copied()
+            .filter(|r| num(r, "rtt_ms") as u64 == rtt)
+            .collect();
+        let back = cell
+            .first()
+            .map_or(0.0, |r| num(r, "return_rate_bps") / 1e6);
+        let p = dir.join(format!("netbench-asymmetric-rtt{rtt}.png"));
+        goodput_plot(&cell, rtt, &format!(" down, {back} Mbit/s back"), &p)?;
         written.push(p);
     }
     Ok(written)
@@ -91,8 +174,9 @@ fn de<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow!("drawing: {e:?}")
 }
 
-/// Goodput (Mbit/s) against loss (%), one line per system, for one RTT.
-fn goodput_plot(rows: &[&Value], rtt: u64, path: &Path) -> Result<()> {
+/// Goodput (Mbit/s) against loss (%), one line per system, for one RTT; `what` ends the
+/// caption.
+fn goodput_plot(rows: &[&Value], rtt: u64, what: &str, path: &Path) -> Result<()> {
     let mut systems: Vec<&str> = rows.iter().map(|r| text(r, "system")).collect();
     systems.dedup();
     systems.sort_unstable();
@@ -109,7 +193,7 @@ fn goodput_plot(rows: &[&Value], rtt: u64, path: &Path) -> Result<()> {
     root.fill(&WHITE).map_err(de)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            format!("Goodput vs loss, RTT {rtt} ms, {max_rate:.0} Mbit/s link"),
+            format!("Goodput vs loss, RTT {rtt} ms, {max_rate:.0} Mbit/s link{what}"),
             ("sans-serif", 24),
         )
         .margin(15)
@@ -159,25 +243,62 @@ fn series(v: &Value, k: &str) -> Vec<f64> {
         .unwrap_or_default()
 }
 
-/// Per-second throughput of the ctcp and Cubic flows of the fairness run.
+/// Per-second throughput of the ctcp and kernel flows of the fairness run.
 fn fairness_plot(row: &Value, path: &Path) -> Result<()> {
+    let k = super::report::against(row);
     let flows = [
-        ("ctcp", series(row, "series_ctcp_bps")),
-        ("cubic", series(row, "series_cubic_bps")),
+        ("ctcp".to_owned(), series(row, "series_ctcp_bps")),
+        (k.to_owned(), series(row, &format!("series_{k}_bps"))),
     ];
+    let kernel = match k {
+        "cubic" => "Cubic",
+        "bbr" => "BBR",
+        "reno" => "Reno",
+        other => other,
+    };
+    let caption = format!(
+        "ctcp vs kernel {kernel}, {:.0} Mbit/s, RTT {} ms, Jain {:.3}",
+        num(row, "rate_bps").max(1e6) / 1e6,
+        num(row, "rtt_ms"),
+        num(row, "jain")
+    );
+    series_plot(&flows, num(row, "rate_bps"), &caption, path)
+}
+
+/// Per-second goodput of each system's large-pipe download.
+fn large_pipe_plot(rows: &[Value], path: &Path) -> Result<()> {
+    let sel: Vec<&Value> = rows
+        .iter()
+        .filter(|r| text(r, "workload") == "large-pipe")
+        .collect();
+    let flows: Vec<(String, Vec<f64>)> = sel
+        .iter()
+        .map(|r| (text(r, "system").to_owned(), series(r, "series_bps")))
+        .collect();
+    let rate = sel.first().map_or(0.0, |r| num(r, "rate_bps"));
+    let caption = format!(
+        "{:.0} Mbit/s, RTT {} ms, {:.0} % loss, {:.0} MB download",
+        rate / 1e6,
+        sel.first().map_or(0.0, |r| num(r, "rtt_ms")),
+        sel.first().map_or(0.0, |r| num(r, "loss") * 100.0),
+        sel.first().map_or(0.0, |r| num(r, "size_bytes") / 1e6),
+    );
+    series_plot(&flows, rate, &caption, path)
+}
+
+/// Per-second throughput lines, one per flow, on a link of `rate_bps`.
+fn series_plot(
+    flows: &[(String, Vec<f64>)],
+    rate_bps: f64,
+    caption: &str,
+    path: &Path,
+) -> Result<()> {
     let n = flows.iter().map(|f| f.1.len()).max().unwrap_or(0).max(1);
-    let rate = num(row, "rate_bps").max(1e6) / 1e6;
+    let rate = rate_bps.max(1e6) / 1e6;
     let root = BitMapBackend::new(path, (900, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(de)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!(
-                "ctcp vs kernel Cubic, {rate:.0} Mbit/s, RTT {} ms, Jain {:.3}",
-                num(row, "rtt_ms"),
-                num(row, "jain")
-            ),
-            ("sans-serif", 22),
-        )
+        .caption(caption, ("sans-serif", 22))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(55)
@@ -199,7 +320,7 @@ fn fairness_plot(row: &Value, path: &Path) -> Result<()> {
         chart
             .draw_series(LineSeries::new(pts, color.stroke_width(2)))
             .map_err(de)?
-            .label(*name)
+            .label(name.as_str())
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
             });

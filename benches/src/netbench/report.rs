@@ -37,6 +37,25 @@ fn cell_key(v: &Value) -> String {
     if s(v, "loss_model") == "gilbert" {
         let _ = write!(k, " b{}", f(v, "ge_burst"));
     }
+    if v.get("jitter_ms").is_some() {
+        let _ = write!(
+            k,
+            " J{} {}{}",
+            f(v, "jitter_ms"),
+            s(v, "jitter_dist"),
+            if b(v, "jitter_reorder") {
+                " reorder"
+            } else {
+                ""
+            }
+        );
+    }
+    if v.get("return_rate_bps").is_some() {
+        let _ = write!(k, " return {} Mbit/s", f(v, "return_rate_bps") / 1e6);
+    }
+    if f(v, "rate_bps") > 0.0 && f(v, "rate_bps") != super::plan::RATE as f64 {
+        let _ = write!(k, " {} Mbit/s", f(v, "rate_bps") / 1e6);
+    }
     k
 }
 
@@ -89,8 +108,58 @@ pub fn markdown(rows: &[Value]) -> String {
             .collect();
         let _ = writeln!(out, "| {key} | {} |", cols.join(" | "));
     }
+    steady_table(rows, &mut out);
     fairness_table(rows, &mut out);
     out
+}
+
+fn opt(v: &Value, k: &str, scale: f64, digits: usize) -> String {
+    v.get(k)
+        .and_then(Value::as_f64)
+        .map_or_else(|| "–".into(), |x| format!("{:.digits$}", x / scale))
+}
+
+/// The sampled transfers (`--large-pipe`): whole-transfer and steady-state efficiency,
+/// wire bytes per goodput byte, and the proxies' peak RSS.
+fn steady_table(rows: &[Value], out: &mut String) {
+    let sampled: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r.get("steady_from_s").is_some() && s(r, "workload") != "fairness")
+        .collect();
+    if sampled.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n| transfer | system | MB | goodput Mbit/s | efficiency | steady Mbit/s (from) | steady efficiency | wire/goodput | RSS forward MB | RSS reverse MB |\n|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for r in sampled {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.1}{} | {:.2} | {:.3} | {} ({} s) | {} | {} | {} | {} |",
+            cell_key(r),
+            s(r, "system"),
+            f(r, "bytes_received") / 1e6,
+            if b(r, "timed_out") { " T" } else { "" },
+            f(r, "goodput_bps") / 1e6,
+            f(r, "efficiency"),
+            opt(r, "steady_goodput_bps", 1e6, 2),
+            f(r, "steady_from_s"),
+            opt(r, "steady_efficiency", 1.0, 3),
+            opt(r, "wire_per_goodput", 1.0, 3),
+            opt(r, "peak_rss_forward_bytes", 1e6, 1),
+            opt(r, "peak_rss_reverse_bytes", 1e6, 1),
+        );
+    }
+}
+
+/// The kernel flow of a fairness row: its `against` (Cubic in rows from before the
+/// field existed).
+pub fn against(r: &Value) -> &str {
+    match s(r, "against") {
+        "" => "cubic",
+        k => k,
+    }
 }
 
 fn fairness_table(rows: &[Value], out: &mut String) {
@@ -103,19 +172,20 @@ fn fairness_table(rows: &[Value], out: &mut String) {
     }
     let _ = writeln!(
         out,
-        "\n| fairness | ctcp Mbit/s | cubic Mbit/s | steady ctcp | steady cubic | Jain (steady) | Jain (whole) |\n|---|---|---|---|---|---|---|"
+        "\n| fairness | against | ctcp Mbit/s | kernel Mbit/s | steady ctcp | steady kernel | Jain (steady) | Jain (whole) |\n|---|---|---|---|---|---|---|---|"
     );
     for r in fair {
+        let k = against(r);
         let _ = writeln!(
             out,
-            "| {} ms, {:.0} Mbit/s, {} s | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {:.3} |",
+            "| {} ms, {:.0} Mbit/s, {} s | {k} | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {:.3} |",
             f(r, "rtt_ms"),
             f(r, "rate_bps") / 1e6,
             f(r, "secs"),
             f(r, "goodput_ctcp_bps") / 1e6,
-            f(r, "goodput_cubic_bps") / 1e6,
+            f(r, &format!("goodput_{k}_bps")) / 1e6,
             f(r, "steady_ctcp_bps") / 1e6,
-            f(r, "steady_cubic_bps") / 1e6,
+            f(r, &format!("steady_{k}_bps")) / 1e6,
             f(r, "jain"),
             f(r, "jain_whole"),
         );

@@ -3,8 +3,8 @@
 use super::link::{Link, LinkSpec, LossModel, Snapshot};
 use super::plan::{Cell, Fairness, Job, Plan, System, Workload, RATE};
 use super::workload::{
-    bytes_so_far, curl, curl_background, make_file, proxychains_conf, rsync, Bins, CtcpPair,
-    DataFile, Servers, Transfer,
+    bytes_so_far, curl, curl_background, curl_sampled, make_file, proxychains_conf, rsync, Bins,
+    CtcpPair, DataFile, Servers, Transfer,
 };
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
@@ -118,7 +118,7 @@ pub fn run_plan(ctx: &Ctx<'_>, plan: &Plan, out: &mut Out) -> Result<Vec<Value>>
     let n = plan.cells.len();
     for (i, cell) in plan.cells.iter().enumerate() {
         eprintln!(
-            "[{}/{n}] rtt {} ms, {} {:.3}{}",
+            "[{}/{n}] rtt {} ms, {} {:.3}{}{}",
             i + 1,
             cell.link.rtt_ms,
             cell.link.loss.name(),
@@ -127,7 +127,8 @@ pub fn run_plan(ctx: &Ctx<'_>, plan: &Plan, out: &mut Out) -> Result<Vec<Value>>
                 ", reorder"
             } else {
                 ""
-            }
+            },
+            link_note(&cell.link)
         );
         for row in run_cell(ctx, cell)? {
             out.write(&row)?;
@@ -135,7 +136,12 @@ pub fn run_plan(ctx: &Ctx<'_>, plan: &Plan, out: &mut Out) -> Result<Vec<Value>>
         }
     }
     if let Some(f) = plan.fairness {
-        eprintln!("fairness: {} s at {} bit/s", f.secs, f.rate_bps);
+        eprintln!(
+            "fairness: {} s at {} bit/s against {}",
+            f.secs,
+            f.rate_bps,
+            f.against.name()
+        );
         let row = run_fairness(ctx, &f)?;
         out.write(&row)?;
         rows.push(row);
@@ -154,7 +160,19 @@ fn run_cell(ctx: &Ctx<'_>, cell: &Cell) -> Result<Vec<Value>> {
         let pair = CtcpPair::start(&link, ctx.bins, &ctx.work.path)?;
         link.set_cc("cubic")?;
         for job in ctcp {
-            rows.push(run_job(ctx, &link, job)?);
+            let mut row = run_job(ctx, &link, job)?;
+            if cell.proxy_rss {
+                // Read just before the pair stops: the peak over its whole life.
+                let (fwd, rev) = pair.peak_rss();
+                row["peak_rss_forward_bytes"] = json!(fwd);
+                row["peak_rss_reverse_bytes"] = json!(rev);
+                eprintln!(
+                    "  peak RSS: ctcp-forward {:.1} MB, ctcp-reverse {:.1} MB",
+                    fwd.unwrap_or(0) as f64 / 1e6,
+                    rev.unwrap_or(0) as f64 / 1e6
+                );
+            }
+            rows.push(row);
         }
         drop(pair);
     }
@@ -176,8 +194,22 @@ fn run_job(ctx: &Ctx<'_>, link: &Link, job: &Job) -> Result<Value> {
     let dest = ctx.work.path.join("received.bin");
     let via_ctcp = job.system == System::Ctcp;
     let before = link.settled_snapshot()?;
+    let tun_before = match job.steady_from_s {
+        Some(_) => Some(link.tun_drops()?),
+        None => None,
+    };
+    let mut samples = None;
     let t = match job.workload {
-        Workload::Curl | Workload::Reorder => curl(link, file, via_ctcp, &dest, job.timeout)?,
+        _ if job.steady_from_s.is_some() => {
+            let (t, s) = curl_sampled(link, file, via_ctcp, &dest, job.timeout)?;
+            samples = Some(s);
+            t
+        }
+        Workload::Curl
+        | Workload::Reorder
+        | Workload::Jitter
+        | Workload::LargePipe
+        | Workload::Asymmetric => curl(link, file, via_ctcp, &dest, job.timeout)?,
         Workload::Rsync => {
             let conf = via_ctcp
                 .then(|| proxychains_conf(&ctx.work.path))
@@ -189,7 +221,19 @@ fn run_job(ctx: &Ctx<'_>, link: &Link, job: &Job) -> Result<Value> {
     std::thread::sleep(Duration::from_millis(link.spec.rtt_ms.max(300)));
     let after = link.settled_snapshot()?;
     let _ = std::fs::remove_file(&dest);
-    let row = job_row(ctx.mode, &link.spec, job, &t, &before, &after);
+    let mut row = job_row(ctx.mode, &link.spec, job, &t, &before, &after);
+    if let (Some(from), Some(samples)) = (job.steady_from_s, samples) {
+        row = merge(row, steady_fields(&link.spec, &t, &samples, from));
+        if let Some(b) = tun_before {
+            row["tun_drops"] = json!(link.tun_drops()?.saturating_sub(b));
+        }
+        eprintln!(
+            "  steady from {from} s: {:.2} Mbit/s (efficiency {:.3}); wire/goodput {:.3}",
+            row["steady_goodput_bps"].as_f64().unwrap_or(0.0) / 1e6,
+            row["steady_efficiency"].as_f64().unwrap_or(0.0),
+            row["wire_per_goodput"].as_f64().unwrap_or(0.0),
+        );
+    }
     eprintln!(
         "  {:<6} {:<8} {:>7.2} Mbit/s ok={} timed_out={}{}",
         job.system.name(),
@@ -205,12 +249,34 @@ fn run_job(ctx: &Ctx<'_>, link: &Link, job: &Job) -> Result<Value> {
     Ok(row)
 }
 
+/// `", jitter uniform ±25 ms, reorder"`, `", return 1 Mbit/s"` or nothing.
+fn link_note(spec: &LinkSpec) -> String {
+    let mut s = String::new();
+    if let Some(j) = spec.jitter {
+        s += &format!(
+            ", jitter {} 0-{} ms{}",
+            j.dist.name(),
+            j.spread_us as f64 / 1e3,
+            if j.reorder { " reordering" } else { "" }
+        );
+    }
+    if let Some(r) = spec.return_path {
+        s += &format!(", return {} Mbit/s", r.rate_bps as f64 / 1e6);
+    }
+    if let Some(rate) = spec.rate_bps.filter(|&r| r != RATE) {
+        s += &format!(", {} Mbit/s", rate as f64 / 1e6);
+    }
+    s
+}
+
+/// The link's settings for a row. Jitter, a return path and non-default TCP buffers add
+/// fields only where present, so the rows of the other modes stay as they were.
 fn link_fields(spec: &LinkSpec) -> Value {
     let burst = match spec.loss {
         LossModel::Gilbert { burst, .. } => Some(burst),
         _ => None,
     };
-    json!({
+    let mut v = json!({
         "rtt_ms": spec.rtt_ms,
         "loss": spec.loss.mean(),
         "loss_model": spec.loss.name(),
@@ -219,6 +285,59 @@ fn link_fields(spec: &LinkSpec) -> Value {
         "rate_bps": spec.rate_bps,
         "queue_bytes": spec.queue_bytes,
         "seed": spec.seed,
+    });
+    if let Some(j) = spec.jitter {
+        v = merge(
+            v,
+            json!({
+                // The spread J of each direction's extra delay; the fixed one-way delay
+                // is RTT/2 − J/2, so the RTT averages rtt_ms.
+                "jitter_ms": j.spread_us as f64 / 1e3,
+                "jitter_dist": j.dist.name(),
+                "jitter_reorder": j.reorder,
+                "one_way_delay_ms": spec.one_way_delay_us() as f64 / 1e3,
+            }),
+        );
+    }
+    if let Some(r) = spec.return_path {
+        v = merge(
+            v,
+            json!({
+                "return_rate_bps": r.rate_bps,
+                "return_queue_bytes": r.queue_bytes,
+                "return_loss": 0.0,
+            }),
+        );
+    }
+    if spec.tcp_mem != super::link::TCP_MEM {
+        v["tcp_mem"] = json!(spec.tcp_mem);
+    }
+    v
+}
+
+/// The steady-state fields of a sampled transfer: per-second goodput series and the
+/// goodput from `from` s after curl started to the transfer's end (or cut-off).
+fn steady_fields(spec: &LinkSpec, t: &Transfer, samples: &[u64], from: u64) -> Value {
+    let series: Vec<f64> = std::iter::once(0)
+        .chain(samples.iter().copied())
+        .collect::<Vec<u64>>()
+        .windows(2)
+        .map(|w| (w[1].saturating_sub(w[0]) * 8) as f64)
+        .collect();
+    let at_from = usize::try_from(from)
+        .ok()
+        .and_then(|k| k.checked_sub(1))
+        .and_then(|k| samples.get(k).copied());
+    let span = t.secs - from as f64;
+    let steady = at_from
+        .filter(|_| span > 1.0)
+        .map(|b| t.bytes.saturating_sub(b) as f64 * 8.0 / span);
+    let rate = spec.rate_bps.unwrap_or(RATE) as f64;
+    json!({
+        "series_bps": series,
+        "steady_from_s": from,
+        "steady_goodput_bps": steady,
+        "steady_efficiency": steady.map(|g| g / (rate * (1.0 - spec.loss.mean()))),
     })
 }
 
@@ -329,11 +448,16 @@ fn run_fairness(ctx: &Ctx<'_>, f: &Fairness) -> Result<Value> {
     let link = Link::start(&ctx.bins.linkem, &ctx.work.path, &spec)?;
     let _servers = Servers::start(&link, &ctx.work.www, &ctx.work.path, false)?;
     let _pair = CtcpPair::start(&link, ctx.bins, &ctx.work.path)?;
-    link.set_cc("cubic")?;
+    let kernel = f.against.name();
+    link.set_cc(
+        f.against
+            .cc()
+            .context("the fairness run is against kernel TCP")?,
+    )?;
     let file = ctx.file(fairness_size(f))?;
     let (da, db) = (
         ctx.work.path.join("fair-ctcp"),
-        ctx.work.path.join("fair-cubic"),
+        ctx.work.path.join(format!("fair-{kernel}")),
     );
     let before = link.settled_snapshot()?;
     let mut a = curl_background(&link, file, true, &da, f.secs)?;
@@ -348,7 +472,7 @@ fn run_fairness(ctx: &Ctx<'_>, f: &Fairness) -> Result<Value> {
     let (ga, gb) = (mean(&sa), mean(&sb));
     let j = jain(&[ma, mb]);
     eprintln!(
-        "  fairness: ctcp {:.2} Mbit/s, cubic {:.2} Mbit/s, Jain (steady, from {skip} s) {j:.3}",
+        "  fairness: ctcp {:.2} Mbit/s, {kernel} {:.2} Mbit/s, Jain (steady, from {skip} s) {j:.3}",
         ma / 1e6,
         mb / 1e6
     );
@@ -358,27 +482,29 @@ fn run_fairness(ctx: &Ctx<'_>, f: &Fairness) -> Result<Value> {
         .bytes_in
         .saturating_sub(before.b_to_a.link.bytes_in);
     let got = bytes_so_far(&da) + bytes_so_far(&db);
-    let row = json!({
+    let mut row = json!({
         "mode": ctx.mode,
-        "system": "ctcp+cubic",
+        "system": format!("ctcp+{kernel}"),
         "workload": "fairness",
+        "against": kernel,
         "secs": f.secs,
         "goodput_bps": ga + gb,
         "efficiency": (ga + gb) / f.rate_bps as f64,
         "goodput_ctcp_bps": ga,
-        "goodput_cubic_bps": gb,
         "steady_from_s": skip,
         "steady_ctcp_bps": ma,
-        "steady_cubic_bps": mb,
         "jain": j,
         "jain_whole": jain(&[ga, gb]),
         "series_ctcp_bps": sa,
-        "series_cubic_bps": sb,
         "bytes_ok": true,
         "timed_out": false,
         "wire_bytes": wire,
         "wire_per_goodput": ratio(wire, got),
         "link_final": counters_json(&link.stop()?),
     });
+    // The kernel flow's fields are named after it (`goodput_cubic_bps`, `goodput_bbr_bps`).
+    row[format!("goodput_{kernel}_bps")] = json!(gb);
+    row[format!("steady_{kernel}_bps")] = json!(mb);
+    row[format!("series_{kernel}_bps")] = json!(sb);
     Ok(merge(row, link_fields(&spec)))
 }
