@@ -95,7 +95,7 @@ impl Default for TransportSettings {
     fn default() -> Self {
         TransportSettings {
             symbol_size: 1408,
-            window: 4096,
+            window: 16384,
             max_rate_bps: None,
             idle_timeout: Duration::from_secs(30),
             keepalive: Duration::from_secs(5),

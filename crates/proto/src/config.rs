@@ -23,9 +23,10 @@ pub struct TransportConfig {
     pub handshake_timeout: Duration,
     /// Longest the receiver holds back an ACK.
     pub max_ack_delay: Duration,
-    /// Per-stream receive credit in bytes.
+    /// Per-stream receive credit in bytes (default 32 MiB: a 100 Mbit/s × 600 ms pipe plus
+    /// a round of loss recovery behind a hole; buffers grow only with what is held).
     pub stream_window: u64,
-    /// Per-session receive credit in bytes, across streams.
+    /// Per-session receive credit in bytes, across streams (default 64 MiB).
     pub session_window: u64,
     /// Bytes an application may queue on one stream before writes block.
     pub stream_send_buffer: usize,
@@ -62,15 +63,15 @@ impl Default for TransportConfig {
     fn default() -> Self {
         TransportConfig {
             symbol_size: 1408,
-            window: 4096,
+            window: 16384,
             max_datagram: 1452,
             initial_rtt: Duration::from_millis(100),
             idle_timeout: Duration::from_secs(30),
             keepalive: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(10),
             max_ack_delay: Duration::from_millis(5),
-            stream_window: 8 << 20,
-            session_window: 32 << 20,
+            stream_window: 32 << 20,
+            session_window: 64 << 20,
             stream_send_buffer: 256 << 10,
             session_send_buffer: 16 << 20,
             max_streams: 4096,

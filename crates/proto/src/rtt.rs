@@ -20,6 +20,10 @@ pub const DEFAULT_MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
 /// delay), short enough that a route onto a longer path is believed within a minute.
 pub const FLOOR_WINDOWS: u32 = 6;
 
+/// Weight of [`RttEstimator::jitter`]'s moving average: the mean over about this many
+/// samples.
+const JITTER_GAIN: u32 = 16;
+
 /// Lower bound on the variance term of the probe timeout (RFC 9002 `kGranularity`).
 const GRANULARITY: Duration = Duration::from_millis(1);
 
@@ -95,6 +99,7 @@ pub struct RttEstimator {
     min_filter: WindowedMin,
     floor_filter: WindowedMin,
     round_filter: WindowedMin,
+    jitter: Duration,
 }
 
 impl RttEstimator {
@@ -111,6 +116,7 @@ impl RttEstimator {
             min_filter: WindowedMin::default(),
             floor_filter: WindowedMin::default(),
             round_filter: WindowedMin::default(),
+            jitter: Duration::ZERO,
         }
     }
 
@@ -133,6 +139,10 @@ impl RttEstimator {
     /// cannot pull them below the path's true RTT); the smoothed RTT sees the sample minus
     /// `ack_delay` when that still leaves it at or above the minimum.
     pub fn update(&mut self, now: Instant, sample: Duration, ack_delay: Duration) {
+        if self.has_samples {
+            let step = sample.abs_diff(self.latest);
+            self.jitter = (self.jitter * (JITTER_GAIN - 1) + step) / JITTER_GAIN;
+        }
         self.latest = sample;
         self.min_filter.update(self.min_window, now, sample);
         self.floor_filter
@@ -199,6 +209,14 @@ impl RttEstimator {
     /// minimum". Above [`Self::min_rtt`] it means a standing queue, not a one-off spike.
     pub fn round_min(&self) -> Duration {
         self.round_filter.get().unwrap_or(self.initial)
+    }
+
+    /// Delay noise: the moving average of the difference between consecutive RTT samples.
+    /// A queue moves the RTT by about a packet time per sample; jitter (radio scheduling,
+    /// route flaps, a jittery emulator) by a fraction of its spread, so thresholds that tell
+    /// a queue by the RTT's rise above its minimum must add a multiple of this.
+    pub fn jitter(&self) -> Duration {
+        self.jitter
     }
 
     /// Probe timeout: `srtt + max(4·rttvar, 1 ms) + max_ack_delay` (RFC 9002 §6.2.1).

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 use ctcp_proto::TransportConfig;
 use ctcp_sim::ctcp::CtcpPeer;
-use ctcp_sim::{LinkSpec, LossModel, Seed, Sim};
+use ctcp_sim::{JitterDist, LinkSpec, LossModel, Seed, Sim};
 use std::time::Duration;
 
 fn main() {
@@ -33,10 +33,47 @@ fn main() {
     } else {
         link
     };
+    // JITTER=ms: RTT jitter of ±ms (FIFO unless JREORDER=1; JDIST=normal for normal draws).
+    let link = match std::env::var("JITTER")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        Some(j) => link.rtt_jitter(
+            Duration::from_millis(2 * j),
+            if std::env::var("JDIST").is_ok_and(|v| v == "normal") {
+                JitterDist::Normal
+            } else {
+                JitterDist::Uniform
+            },
+            std::env::var_os("JREORDER").is_some(),
+        ),
+        None => link,
+    };
+    // RATE=bps: link rate (default 10 Mbit/s); ASYM=n: return path at 1/n of it.
+    let link = match std::env::var("RATE")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        Some(r) => LinkSpec {
+            rate_bps: Some(r),
+            ..link
+        },
+        None => link,
+    };
+    let ret = match std::env::var("ASYM")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        Some(n) => LinkSpec {
+            rate_bps: link.rate_bps.map(|r| r / n),
+            ..link
+        },
+        None => link,
+    };
     let seed: u64 = a.get(4).map_or(1, |s| s.parse().unwrap());
     let mut sim = Sim::with_seed(Seed(seed));
     let start = sim.now();
-    let (f, r) = sim.add_link(&link);
+    let (f, r) = sim.add_asymmetric_link(&link, &ret);
     // The sweep's configuration (a 64 KiB send buffer), so a sweep cell replays exactly.
     // TRAIN=n: handshake train length (0 turns it off).
     let cfg = TransportConfig {
@@ -44,6 +81,15 @@ fn main() {
         // WINDOW=n: coding window in symbols; PROACTIVE=x: proactive repair share.
         window: std::env::var("WINDOW").map_or(4096, |v| v.parse().unwrap()),
         proactive_repair: std::env::var("PROACTIVE").map_or(0.0, |v| v.parse().unwrap()),
+        // SWIN=MB: per-stream flow-control window (the session's is twice it).
+        stream_window: std::env::var("SWIN")
+            .map_or(ctcp_sim::ctcp::sweep_config().stream_window, |v| {
+                v.parse::<u64>().unwrap() << 20
+            }),
+        session_window: std::env::var("SWIN")
+            .map_or(ctcp_sim::ctcp::sweep_config().session_window, |v| {
+                v.parse::<u64>().unwrap() << 21
+            }),
         ..ctcp_sim::ctcp::sweep_config()
     };
     let tx = CtcpPeer::sender(cfg.clone(), &[7; 32], seed, start, (mb * 1e6) as u64);
@@ -60,10 +106,11 @@ fn main() {
         };
         let got = rx.delivery.bytes_ok;
         println!(
-            "t={:6.2} rate={:6.2}Mb cwnd={:5} srtt={:6.1} min={:6.1} rmin={:6.1} ss={} lost={:6} src={:6} rep={:6} loss={:.3} ratio={:.3} inflight={} debt={} pdef={} unacked={}",
+            "t={:6.2} rate={:6.2}Mb bo={} cwnd={:5} srtt={:6.1} min={:6.1} rmin={:6.1} jit={:5.1} ss={} lost={:6} src={:6} rep={:6} loss={:.3} ratio={:.3} inflight={} debt={} pdef={} unacked={}",
             (step * i).as_secs_f64(),
             (got - last) as f64 * 8.0 / step.as_secs_f64() / 1e6,
-            s.cwnd, s.srtt.as_secs_f64() * 1e3, s.min_rtt.as_secs_f64() * 1e3, s.round_min.as_secs_f64() * 1e3, s.slow_start as u8, s.lost, s.source_sent, s.repair_sent, s.loss, s.repair_ratio, s.in_flight, s.repair_debt, s.peer_deficit, s.unacked_symbols
+            s.backoffs,
+            s.cwnd, s.srtt.as_secs_f64() * 1e3, s.min_rtt.as_secs_f64() * 1e3, s.round_min.as_secs_f64() * 1e3, s.jitter.as_secs_f64() * 1e3, s.slow_start as u8, s.lost, s.source_sent, s.repair_sent, s.loss, s.repair_ratio, s.in_flight, s.repair_debt, s.peer_deficit, s.unacked_symbols
         );
         println!(
             "      repairs reactive/proactive/tail/margin = {:?} stall = {}",

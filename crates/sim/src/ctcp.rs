@@ -554,6 +554,10 @@ pub struct TransferReport {
     /// Goodput in bit/s after the start-up: bytes delivered from `time_to_90pct` to the
     /// end over that time (the whole transfer if the rate never reached 90 %).
     pub steady_goodput_bps: f64,
+    /// Goodput in bit/s from 10 s after the stream opened to the end (the whole transfer
+    /// from its open if it ended sooner): the steady state of a large pipe, whatever the
+    /// ramp did.
+    pub goodput_after_10s_bps: f64,
     /// Sender statistics at the end.
     pub sender_stats: Option<ctcp_proto::ConnectionStats>,
     /// Receiver statistics at the end.
@@ -607,9 +611,27 @@ pub fn run_paced_transfer(
     seed: Seed,
     deadline: Duration,
 ) -> Result<TransferReport, SimError> {
+    run_transfer_on(link, link, config, total, pace, seed, deadline)
+}
+
+/// [`run_paced_transfer`] over a link whose directions differ: `forward` carries the
+/// data, `ret` the ACKs (e.g. a satellite return link at a tenth of the rate). The report
+/// reads rates and delays from `forward`.
+///
+/// # Errors
+/// Fails if the simulation hits its step bound or the deadline passes first.
+pub fn run_transfer_on(
+    link: &LinkSpec,
+    ret: &LinkSpec,
+    config: TransportConfig,
+    total: u64,
+    pace: Option<Pace>,
+    seed: Seed,
+    deadline: Duration,
+) -> Result<TransferReport, SimError> {
     let mut sim = Sim::with_seed(seed);
     let start = sim.now();
-    let (fwd, ret) = sim.add_link(link);
+    let (fwd, ret) = sim.add_asymmetric_link(link, ret);
     let psk = [7u8; 32];
     let mut tx = CtcpPeer::sender(config.clone(), &psk, seed.0, start, total);
     if let App::Sender { pace: p, .. } = &mut tx.app {
@@ -763,6 +785,18 @@ fn report(sim: &Sim, flow: FlowId, link: &LinkSpec, total: u64, start: Instant) 
             .saturating_duration_since(opened)
             .as_secs_f64()
             .max(1e-9);
+    let after = opened + Duration::from_secs(10);
+    let goodput_after_10s_bps = if end > after {
+        let before = d
+            .progress
+            .iter()
+            .take_while(|(t, _)| *t <= after)
+            .last()
+            .map_or(0, |&(_, b)| b);
+        d.bytes_ok.saturating_sub(before) as f64 * 8.0 / (end - after).as_secs_f64().max(1e-9)
+    } else {
+        open_goodput_bps
+    };
     let p99_extra_delay_ms = tx.map_or(0.0, |t| {
         p99_delay(&t.first_sent, &d.progress, link.one_way_delay)
     });
@@ -788,6 +822,7 @@ fn report(sim: &Sim, flow: FlowId, link: &LinkSpec, total: u64, start: Instant) 
         p99_extra_delay_ms,
         p99_write_to_read_ms,
         steady_goodput_bps,
+        goodput_after_10s_bps,
         sender_stats,
         receiver_stats: rx.and_then(|r| r.stats()),
         ack_per_goodput: rx

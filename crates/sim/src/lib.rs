@@ -87,7 +87,9 @@ mod tcp;
 
 pub use link::{LinkSpec, LossModel};
 pub use node::{Direction, Node, NodeStats, Packet, ReleaseQueue, SimRng};
-pub use nodes::{Bernoulli, Corrupt, Delay, Duplicate, GilbertElliott, Jitter, Mtu, Rate, Reorder};
+pub use nodes::{
+    Bernoulli, Corrupt, Delay, Duplicate, GilbertElliott, Jitter, JitterDist, Mtu, Rate, Reorder,
+};
 pub use seed::{Seed, SEED_ENV};
 pub use sim::{
     AsAny, DirStats, Endpoint, FlowId, FlowStats, NodeId, PathId, Side, Sim, SimError, TraceEvent,

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::nodes::{
-    Bernoulli, Corrupt, Delay, Duplicate, GilbertElliott, Jitter, Mtu, Rate, Reorder,
+    Bernoulli, Corrupt, Delay, Duplicate, GilbertElliott, Jitter, JitterDist, Mtu, Rate, Reorder,
 };
 use crate::sim::{NodeId, PathId, Sim};
 
@@ -61,8 +61,13 @@ pub struct LinkSpec {
     pub duplicate: f64,
     /// Corruption probability (one flipped bit).
     pub corrupt: f64,
-    /// Jitter bound (without reordering).
+    /// Jitter spread (extra one-way delay drawn per packet, see [`JitterDist`]).
     pub jitter: Option<Duration>,
+    /// How jitter is drawn.
+    pub jitter_dist: JitterDist,
+    /// Whether jitter may reorder packets (otherwise a packet never overtakes the one
+    /// ahead of it, and jitter only bunches packets).
+    pub jitter_reorder: bool,
     /// Maximum datagram size.
     pub mtu: Option<usize>,
 }
@@ -81,6 +86,8 @@ impl LinkSpec {
             duplicate: 0.0,
             corrupt: 0.0,
             jitter: None,
+            jitter_dist: JitterDist::Uniform,
+            jitter_reorder: false,
             mtu: None,
         }
     }
@@ -127,6 +134,19 @@ impl LinkSpec {
         self
     }
 
+    /// With round-trip jitter of `±spread/2` around the current RTT: each direction's
+    /// fixed delay drops by `spread/4` and gains `spread/2` of jitter drawn from `dist`
+    /// (mean `spread/4` for both distributions), so the mean RTT is unchanged and, for the
+    /// uniform, the RTT ranges over `rtt ± spread/2`.
+    #[must_use]
+    pub fn rtt_jitter(mut self, spread: Duration, dist: JitterDist, reorder: bool) -> Self {
+        self.one_way_delay = self.one_way_delay.saturating_sub(spread / 4);
+        self.jitter = Some(spread / 2);
+        self.jitter_dist = dist;
+        self.jitter_reorder = reorder;
+        self
+    }
+
     /// With an MTU.
     #[must_use]
     pub fn mtu(mut self, bytes: usize) -> Self {
@@ -161,7 +181,7 @@ impl LinkSpec {
             ids.push(sim.add_node(Delay::new(self.one_way_delay)));
         }
         if let Some(j) = self.jitter {
-            ids.push(sim.add_node(Jitter::new(j, false)));
+            ids.push(sim.add_node(Jitter::new(j, self.jitter_reorder).with_dist(self.jitter_dist)));
         }
         match self.loss {
             LossModel::None => {}

@@ -57,12 +57,24 @@ impl Node for Delay {
     queue_accessors!();
 }
 
-/// Random extra delay, uniform in `[0, max]`. With `allow_reorder == false`
+/// How a [`Jitter`] node draws each packet's extra delay from its spread `J`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum JitterDist {
+    /// Uniform in `[0, J]`.
+    #[default]
+    Uniform,
+    /// Normal with mean `J/2` and standard deviation `J/4`, clipped to `[0, 2J]`: most
+    /// draws within `[0, J]` like the uniform, with rare larger spikes.
+    Normal,
+}
+
+/// Random extra delay drawn from `dist` with spread `max`. With `allow_reorder == false`
 /// a packet never leaves before the one pushed ahead of it (its release time
 /// is raised to the previous one), so jitter only bunches packets.
 #[derive(Debug)]
 pub struct Jitter {
     max: Duration,
+    dist: JitterDist,
     allow_reorder: bool,
     last_release: Option<Instant>,
     queue: ReleaseQueue,
@@ -74,9 +86,34 @@ impl Jitter {
     pub fn new(max: Duration, allow_reorder: bool) -> Self {
         Self {
             max,
+            dist: JitterDist::Uniform,
             allow_reorder,
             last_release: None,
             queue: ReleaseQueue::new(),
+        }
+    }
+}
+
+impl Jitter {
+    /// Draws from `dist` instead of the uniform.
+    #[must_use]
+    pub fn with_dist(mut self, dist: JitterDist) -> Self {
+        self.dist = dist;
+        self
+    }
+
+    fn draw(&self, rng: &mut SimRng) -> Duration {
+        let max_ns = u64::try_from(self.max.as_nanos()).unwrap_or(u64::MAX);
+        match self.dist {
+            JitterDist::Uniform => Duration::from_nanos(rng.gen_range(0..=max_ns)),
+            JitterDist::Normal => {
+                // Box-Muller: one standard normal from two uniforms in (0, 1].
+                let u1: f64 = 1.0 - rng.gen::<f64>();
+                let u2: f64 = rng.gen::<f64>();
+                let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                let j = max_ns as f64;
+                Duration::from_nanos((j / 2.0 + z * j / 4.0).clamp(0.0, 2.0 * j) as u64)
+            }
         }
     }
 }
@@ -87,8 +124,7 @@ impl Node for Jitter {
     }
     fn push(&mut self, now: Instant, packet: Packet, rng: &mut SimRng) {
         self.queue.arrived(&packet);
-        let max_ns = u64::try_from(self.max.as_nanos()).unwrap_or(u64::MAX);
-        let mut at = now + Duration::from_nanos(rng.gen_range(0..=max_ns));
+        let mut at = now + self.draw(rng);
         if !self.allow_reorder {
             if let Some(last) = self.last_release {
                 at = at.max(last);

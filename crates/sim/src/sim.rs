@@ -371,9 +371,15 @@ impl Sim {
 
     /// Build the forward and return paths of `spec` (see [`LinkSpec`]).
     pub fn add_link(&mut self, spec: &LinkSpec) -> (PathId, PathId) {
-        let forward = spec.build_path(self);
-        let ret = spec.build_path(self);
-        (forward, ret)
+        self.add_asymmetric_link(spec, spec)
+    }
+
+    /// Add a link whose two directions differ (a satellite return link at a tenth of the
+    /// forward rate): `forward` carries the client's packets, `ret` the server's.
+    pub fn add_asymmetric_link(&mut self, forward: &LinkSpec, ret: &LinkSpec) -> (PathId, PathId) {
+        let f = forward.build_path(self);
+        let r = ret.build_path(self);
+        (f, r)
     }
 
     /// The nodes of a path.

@@ -73,6 +73,10 @@ pub trait Controller: std::fmt::Debug + Send {
     fn congestion_span(&self) -> Option<(Instant, Instant)> {
         None
     }
+    /// Window reductions so far (congestion events acted on). Default: not counted.
+    fn backoffs(&self) -> u64 {
+        0
+    }
     /// Short name for logs and stats.
     fn name(&self) -> &'static str;
 }

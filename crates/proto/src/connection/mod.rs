@@ -192,6 +192,10 @@ pub struct ConnectionStats {
     /// [`STALL_ROUNDS`] loss-detection delays, and at least 250 ms (counted among the
     /// reactive ones too).
     pub stall_repairs: u64,
+    /// Congestion backoffs the controller made (for CTCP: gated losses and drains).
+    pub backoffs: u64,
+    /// Delay noise (see `RttEstimator::jitter`).
+    pub jitter: Duration,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -764,6 +768,8 @@ impl Connection {
         s.cwnd = self.cc.window();
         s.loss = self.loss.short();
         s.repair_ratio = self.current_repair_ratio();
+        s.backoffs = self.cc.backoffs();
+        s.jitter = self.rtt.jitter();
         s
     }
 

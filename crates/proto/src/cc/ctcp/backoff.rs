@@ -62,12 +62,32 @@ pub(super) const BETA_MAX: f64 = 0.98;
 /// CTCP's gate: whether the path shows queueing delay right now.
 pub(super) fn queueing(rtt: &RttEstimator) -> bool {
     let min = rtt.min_rtt();
+    let noise = noise(rtt);
     // CTCP's fixed 5 ms / 2 ms are ~1 % of a satellite RTT, where pacing alone makes
-    // queues that large; scale them with RTT_min on longer paths (see the constants).
-    rtt.srtt() > min + SRTT_QUEUE.max(min.mul_f64(SRTT_QUEUE_FRACTION))
-        || rtt.round_min() > min + ROUND_MIN_QUEUE.max(min.mul_f64(ROUND_MIN_QUEUE_FRACTION))
-        || rtt.round_min() > floor_threshold(rtt.floor_rtt())
+    // queues that large; scale them with RTT_min on longer paths (see the constants), and
+    // lift them above the delay noise.
+    rtt.srtt() > min + SRTT_QUEUE.max(min.mul_f64(SRTT_QUEUE_FRACTION)) + noise
+        || rtt.round_min()
+            > min + ROUND_MIN_QUEUE.max(min.mul_f64(ROUND_MIN_QUEUE_FRACTION)) + noise
+        || rtt.round_min() > floor_threshold(rtt.floor_rtt()) + noise
 }
+
+/// Delay noise a queue must exceed: [`NOISE_MULTIPLE`] × the RTT's sample-to-sample
+/// variation (`RttEstimator::jitter`), at most a quarter of `RTT_min`.
+///
+/// Why: jitter of ±25 % of the RTT kept the round minimum 10–20 % above the windowed
+/// minimum with no queue at all, so every random loss read as congestion and the window
+/// collapsed to a few packets (docs/experiments/jitter.md). The cap keeps a competing
+/// flow's queue, whose ups and downs also move consecutive samples, from hiding itself:
+/// uncapped, ctcp took 60 % of a 20 ms bottleneck from Cubic.
+pub(super) fn noise(rtt: &RttEstimator) -> Duration {
+    (rtt.jitter() * NOISE_MULTIPLE).min(rtt.min_rtt() / 4)
+}
+
+/// See [`noise`]: FIFO jitter of spread `J` moves consecutive samples by about `J/10` to
+/// `J/2`, while the minimum of a round's samples stays within about `J/3` of the path
+/// minimum.
+pub(super) const NOISE_MULTIPLE: u32 = 3;
 
 /// The round minimum above which the path floor alone says "queue" (see
 /// [`FLOOR_QUEUE_FRACTION`]).
@@ -128,5 +148,5 @@ pub(super) fn should_drain(now: Instant, last_drain: Option<Instant>, rtt: &RttE
     rtt.has_samples()
         && rtt.min_rtt_age(now) >= horizon
         && last_drain.is_none_or(|c| now.saturating_duration_since(c) >= horizon)
-        && rtt.round_min() > rtt.min_rtt() + ROUND_MIN_QUEUE
+        && rtt.round_min() > rtt.min_rtt() + ROUND_MIN_QUEUE + noise(rtt)
 }

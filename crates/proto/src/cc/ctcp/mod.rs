@@ -288,7 +288,11 @@ impl Controller for Ctcp {
             self.epoch = Some(now);
         }
         self.cwnd = match self.phase {
-            Phase::SlowStart => slow_start::grow(self.cwnd, acked, self.ss_bdp),
+            Phase::SlowStart => slow_start::grow(
+                self.cwnd,
+                acked,
+                self.ss_bdp.filter(|_| !slow_start::noisy(rtt)),
+            ),
             Phase::Growth => growth::grow(
                 self.cwnd,
                 acked,
@@ -343,6 +347,10 @@ impl Controller for Ctcp {
 
     fn congestion_span(&self) -> Option<(Instant, Instant)> {
         self.congestion_span
+    }
+
+    fn backoffs(&self) -> u64 {
+        self.backoffs + self.drains
     }
 
     /// Jumps as the start-up probe would, but to [`PATH_JUMP_FRACTION`] of the BDP, with

@@ -20,7 +20,17 @@ pub(super) fn delay_threshold(min_rtt: Duration) -> Duration {
 /// Whether the last round's minimum RTT has risen above `min_rtt` by the threshold: a
 /// queue is forming, the window has reached the path's capacity.
 pub(super) fn delay_rise(rtt: &RttEstimator) -> bool {
-    rtt.has_samples() && rtt.round_min() > rtt.min_rtt() + delay_threshold(rtt.min_rtt())
+    rtt.has_samples()
+        && rtt.round_min()
+            > rtt.min_rtt() + delay_threshold(rtt.min_rtt()) + super::backoff::noise(rtt)
+}
+
+/// Whether delay noise is large next to the slow-start delay threshold (half of it or
+/// more). Why: jitter spreads a packet train as a slow bottleneck would, so a BDP measured
+/// from one on such a path may be far too low, and growing conservatively above it costs
+/// seconds at satellite RTTs; the delay exit, lifted above the noise, still ends slow start.
+pub(super) fn noisy(rtt: &RttEstimator) -> bool {
+    super::backoff::noise(rtt) * 2 >= delay_threshold(rtt.min_rtt())
 }
 
 /// Consecutive raised samples that end slow start (HyStart uses 8 per round).
@@ -28,7 +38,9 @@ pub(super) const RISE_SAMPLES: u32 = 8;
 
 /// Whether the newest RTT sample shows queueing beyond the slow-start threshold.
 pub(super) fn sample_rises(rtt: &RttEstimator) -> bool {
-    rtt.has_samples() && rtt.latest() > rtt.min_rtt() + delay_threshold(rtt.min_rtt())
+    rtt.has_samples()
+        && rtt.latest()
+            > rtt.min_rtt() + delay_threshold(rtt.min_rtt()) + super::backoff::noise(rtt) * 2
 }
 
 /// Growth divisor above a measured BDP (HyStart++'s conservative slow start, RFC 9406:

@@ -1,0 +1,114 @@
+//! ctcp over links whose delay varies (issue 23): jitter without and with reordering, a
+//! return path at a tenth of the rate, and a 100 Mbit/s × 600 ms pipe, in virtual time.
+//! Thresholds are regression guards well under the figures in BENCHMARKS.md
+//! (`sim-sweep --jitter`, `--asymmetric`, `--large-pipe`); every transfer must be
+//! byte-exact.
+
+use ctcp_sim::ctcp::{run_transfer, run_transfer_on, sweep_config};
+use ctcp_sim::{JitterDist, LinkSpec, LossModel, Seed};
+use std::time::Duration;
+
+const RATE: u64 = 10_000_000;
+
+fn jittery(rtt_ms: u64, loss: f64, dist: JitterDist, reorder: bool) -> LinkSpec {
+    let rtt = Duration::from_millis(rtt_ms);
+    LinkSpec::new(RATE, rtt)
+        .loss(LossModel::Bernoulli(loss))
+        .rtt_jitter(rtt / 2, dist, reorder)
+}
+
+fn efficiency(goodput: f64, rate: u64, loss: f64) -> f64 {
+    goodput / (rate as f64 * (1.0 - loss))
+}
+
+/// The cell that collapsed to 1.6 Mbit/s on a real emulated link: 100 ms ± 25 ms, FIFO,
+/// 1 % loss. Random loss under jitter must not read as congestion.
+#[test]
+fn fifo_jitter_with_loss_keeps_the_rate() {
+    for (dist, seed) in [(JitterDist::Uniform, 11), (JitterDist::Normal, 12)] {
+        let link = jittery(100, 0.01, dist, false);
+        let r = run_transfer(
+            &link,
+            sweep_config(),
+            10_000_000,
+            Seed::from_env_or(seed),
+            Duration::from_secs(120),
+        )
+        .unwrap();
+        let eff = efficiency(r.goodput_bps, RATE, 0.01);
+        println!(
+            "{dist:?}: efficiency {eff:.3}, wire {:.3}",
+            r.wire_per_goodput
+        );
+        assert!(r.bytes_ok);
+        assert!(eff >= 0.8, "{dist:?}: efficiency {eff:.3}");
+        assert!(r.wire_per_goodput <= 1.05 / 0.99 + 0.01);
+    }
+}
+
+/// Jitter that reorders, at 5 % loss: late packets are neither loss nor congestion.
+#[test]
+fn reordering_jitter_with_loss_keeps_the_rate() {
+    let link = jittery(100, 0.05, JitterDist::Uniform, true);
+    let r = run_transfer(
+        &link,
+        sweep_config(),
+        10_000_000,
+        Seed::from_env_or(13),
+        Duration::from_secs(120),
+    )
+    .unwrap();
+    let eff = efficiency(r.goodput_bps, RATE, 0.05);
+    println!("efficiency {eff:.3}, repair {:.3}", r.repair_overhead);
+    assert!(r.bytes_ok);
+    assert!(eff >= 0.8, "efficiency {eff:.3}");
+}
+
+/// A satellite-style return link at a tenth of the forward rate.
+#[test]
+fn asymmetric_return_path() {
+    let link = LinkSpec::new(RATE, Duration::from_millis(600)).loss(LossModel::Bernoulli(0.05));
+    let ret = LinkSpec {
+        rate_bps: Some(RATE / 10),
+        ..link
+    };
+    let r = run_transfer_on(
+        &link,
+        &ret,
+        sweep_config(),
+        10_000_000,
+        None,
+        Seed::from_env_or(14),
+        Duration::from_secs(120),
+    )
+    .unwrap();
+    let eff = efficiency(r.goodput_bps, RATE, 0.05);
+    println!("efficiency {eff:.3}, ack/goodput {:.3}", r.ack_per_goodput);
+    assert!(r.bytes_ok);
+    assert!(eff >= 0.8, "efficiency {eff:.3}");
+}
+
+/// 100 Mbit/s × 600 ms at 1 % loss: the default window and flow-control credit must fill
+/// a 7.5 MB pipe once the ramp is over.
+#[test]
+fn large_pipe_fills_after_the_ramp() {
+    let rate = 100_000_000;
+    let link = LinkSpec::new(rate, Duration::from_millis(600)).loss(LossModel::Bernoulli(0.01));
+    let r = run_transfer(
+        &link,
+        sweep_config(),
+        150_000_000,
+        Seed::from_env_or(15),
+        Duration::from_secs(120),
+    )
+    .unwrap();
+    let steady = efficiency(r.goodput_after_10s_bps, rate, 0.01);
+    let whole = efficiency(r.goodput_bps, rate, 0.01);
+    println!(
+        "after 10 s {steady:.3}, whole {whole:.3}, wire {:.3}",
+        r.wire_per_goodput
+    );
+    assert!(r.bytes_ok);
+    assert!(steady >= 0.8, "steady-state efficiency {steady:.3}");
+    assert!(whole >= 0.7, "whole-transfer efficiency {whole:.3}");
+}
