@@ -514,15 +514,13 @@ fn no_hole_is_forgotten_after_a_stall() {
 /// hole nothing owed it again. In-order delivery on this seed stood still for 3.4 s (of
 /// a 16 s transfer) until tail repairs happened to span the hole; the watch owes that
 /// hole a repair once the in-order point has not moved for two loss-detection delays.
-/// (Seed offset 3 showed it when the watch was added; since tail repairs use the
-/// handshake's loss sample that seed no longer stalls, and among offsets 0–70 offset 56
-/// is the one where in-order delivery stands still longest without the watch: 3.21 s,
-/// 1.48 s with it.)
+/// The seed is one on which the watch fires (the trajectory moves with every controller
+/// change; offsets 0–23 were scanned and 23 has the longest stall with the watch firing).
 #[test]
 fn the_oldest_hole_is_repaired_when_delivery_stands_still() {
     let link = LinkSpec::new(RATE, Duration::from_millis(500)).loss(LossModel::Bernoulli(0.2));
     let cfg = sweep_config();
-    let seed = sweep_seed(500, 0.2, 56);
+    let seed = sweep_seed(500, 0.2, 23);
     let r = run_transfer(
         &link,
         cfg,
