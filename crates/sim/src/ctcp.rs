@@ -763,15 +763,17 @@ fn report(sim: &Sim, flow: FlowId, link: &LinkSpec, total: u64, start: Instant) 
         }
         None
     });
+    // Bytes delivered in order by `at`.
+    let delivered_by = |at: Instant| {
+        d.progress
+            .iter()
+            .take_while(|(t, _)| *t <= at)
+            .last()
+            .map_or(0, |&(_, b)| b)
+    };
     let steady_goodput_bps = match time_to_90pct {
         Some(t90) if duration > t90 => {
-            let at = start + t90;
-            let before = d
-                .progress
-                .iter()
-                .take_while(|(t, _)| *t <= at)
-                .last()
-                .map_or(0, |&(_, b)| b);
+            let before = delivered_by(start + t90);
             (d.bytes_ok.saturating_sub(before)) as f64 * 8.0
                 / (duration - t90).as_secs_f64().max(1e-9)
         }
@@ -787,12 +789,7 @@ fn report(sim: &Sim, flow: FlowId, link: &LinkSpec, total: u64, start: Instant) 
             .max(1e-9);
     let after = opened + Duration::from_secs(10);
     let goodput_after_10s_bps = if end > after {
-        let before = d
-            .progress
-            .iter()
-            .take_while(|(t, _)| *t <= after)
-            .last()
-            .map_or(0, |&(_, b)| b);
+        let before = delivered_by(after);
         d.bytes_ok.saturating_sub(before) as f64 * 8.0 / (end - after).as_secs_f64().max(1e-9)
     } else {
         open_goodput_bps

@@ -75,11 +75,10 @@ pub(super) fn queueing(rtt: &RttEstimator) -> bool {
 /// Delay noise a queue must exceed: [`NOISE_MULTIPLE`] × the RTT's sample-to-sample
 /// variation (`RttEstimator::jitter`), at most a quarter of `RTT_min`.
 ///
-/// Why: jitter of ±25 % of the RTT kept the round minimum 10–20 % above the windowed
-/// minimum with no queue at all, so every random loss read as congestion and the window
-/// collapsed to a few packets (docs/experiments/jitter.md). The cap keeps a competing
-/// flow's queue, whose ups and downs also move consecutive samples, from hiding itself:
-/// uncapped, ctcp took 60 % of a 20 ms bottleneck from Cubic.
+/// Why: jitter keeps the round minimum above the windowed minimum with no queue at all,
+/// and random loss then read as congestion; the cap keeps a competing flow's queue, whose
+/// movement also shows as sample-to-sample variation, from hiding itself (figures in
+/// docs/experiments/jitter.md).
 pub(super) fn noise(rtt: &RttEstimator) -> Duration {
     (rtt.jitter() * NOISE_MULTIPLE).min(rtt.min_rtt() / 4)
 }
