@@ -100,6 +100,10 @@ pub struct RttEstimator {
     floor_filter: WindowedMin,
     round_filter: WindowedMin,
     jitter: Duration,
+    /// As `jitter`, but the plain mean until [`JITTER_GAIN`] differences are in.
+    early_jitter: Duration,
+    /// Sample-to-sample differences seen so far (counted up to [`JITTER_GAIN`]).
+    jitter_samples: u32,
 }
 
 impl RttEstimator {
@@ -117,6 +121,8 @@ impl RttEstimator {
             floor_filter: WindowedMin::default(),
             round_filter: WindowedMin::default(),
             jitter: Duration::ZERO,
+            early_jitter: Duration::ZERO,
+            jitter_samples: 0,
         }
     }
 
@@ -142,6 +148,9 @@ impl RttEstimator {
         if self.has_samples {
             let step = sample.abs_diff(self.latest);
             self.jitter = (self.jitter * (JITTER_GAIN - 1) + step) / JITTER_GAIN;
+            self.jitter_samples = (self.jitter_samples + 1).min(JITTER_GAIN);
+            let n = self.jitter_samples;
+            self.early_jitter = (self.early_jitter * (n - 1) + step) / n;
         }
         self.latest = sample;
         self.min_filter.update(self.min_window, now, sample);
@@ -215,8 +224,19 @@ impl RttEstimator {
     /// A queue moves the RTT by about a packet time per sample; jitter (radio scheduling,
     /// route flaps, a jittery emulator) by a fraction of its spread, so thresholds that tell
     /// a queue by the RTT's rise above its minimum must add a multiple of this.
+    /// Starts from zero, so a step in the first samples (a queue forming) is not taken
+    /// for noise.
     pub fn jitter(&self) -> Duration {
         self.jitter
+    }
+
+    /// [`Self::jitter`] measured from the first samples on: their plain mean until 16
+    /// differences are in, then the same moving average. Why: started at zero, the average
+    /// still showed a third of the real jitter when slow start judged its first round, so
+    /// the slow-start exit fired at 32 packets on a 500 ms ± 125 ms path; a one-off step
+    /// weighs as much here, which is why only slow start's exits use it.
+    pub fn early_jitter(&self) -> Duration {
+        self.early_jitter
     }
 
     /// Probe timeout: `srtt + max(4·rttvar, 1 ms) + max_ack_delay` (RFC 9002 §6.2.1).
@@ -252,6 +272,19 @@ mod tests {
         assert_eq!(r.min_rtt(), ms(100));
         assert_eq!(r.round_min(), ms(100));
         assert_eq!(r.pto(ms(5)), ms(100 + 200 + 5));
+    }
+
+    #[test]
+    fn jitter_is_measured_from_the_first_samples() {
+        // Samples alternating 40 ms apart: after a handful the early estimate is 40 ms, not
+        // the fraction the moving average started at zero shows (12 ms after five).
+        let t = base();
+        let mut r = RttEstimator::new(ms(500));
+        for i in 0..6 {
+            r.update(t + ms(i), ms(480 + 40 * (i % 2)), ms(0));
+        }
+        assert_eq!(r.early_jitter(), ms(40));
+        assert!(r.jitter() < ms(15));
     }
 
     #[test]

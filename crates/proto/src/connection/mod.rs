@@ -23,7 +23,8 @@ use crate::repair_debt::RepairDebt;
 use crate::rtt::RttEstimator;
 use crate::stream::{ReadOutcome, RecvHalf, SendHalf, StreamError};
 use crate::wire::{
-    self, Accept, Ack, Chunk, Chunks, DataHeader, Initiate, DATA_HEADER_LEN, RANDOM_LEN, TAG_LEN,
+    self, Accept, Ack, Chunk, Chunks, DataHeader, Initiate, LateArrivals, DATA_HEADER_LEN,
+    RANDOM_LEN, TAG_LEN,
 };
 use ctcp_rlnc::{CodecConfig, Decoder, Encoder, SymbolId};
 use std::collections::{BTreeMap, VecDeque};
@@ -254,6 +255,8 @@ struct AckState {
     largest: Option<u64>,
     largest_time: Option<Instant>,
     bitmap: u64,
+    /// Packets that arrived past the bitmap's reach, oldest first, until an ACK reports them.
+    late: VecDeque<u64>,
     unacked_eliciting: u32,
     pending: bool,
     immediate: bool,
@@ -289,6 +292,13 @@ impl AckState {
                 let d = l - pn;
                 if (1..=64).contains(&d) {
                     self.bitmap |= 1 << (d - 1);
+                } else if d > 64 {
+                    // Bounded: under a burst of late arrivals the oldest go unreported
+                    // (read as lost, as all of them were before the list existed).
+                    if self.late.len() >= LATE_QUEUE {
+                        self.late.pop_front();
+                    }
+                    self.late.push_back(pn);
                 }
                 // A late arrival may cancel a loss declaration.
                 self.immediate |= eliciting;
@@ -304,6 +314,9 @@ impl AckState {
         }
     }
 }
+
+/// Late arrivals past the ACK bitmap waiting to be reported: four ACKs' worth.
+const LATE_QUEUE: usize = 4 * wire::MAX_LATE;
 
 /// INITIATE copies per handshake attempt (see `poll_transmit`).
 const HANDSHAKE_COPIES: u32 = 3;
@@ -830,6 +843,25 @@ mod tests {
     use super::tail::tiny_flight_repairs;
     use super::AckState;
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn arrivals_past_the_bitmap_wait_for_the_next_ack() {
+        #[allow(clippy::disallowed_methods)] // a fixed base instant for the test
+        let t = Instant::now();
+        let mut a = AckState::default();
+        a.on_packet(200, t, true);
+        a.on_packet(136, t, true); // 64 behind: in the bitmap
+        a.on_packet(135, t, true); // 65 behind: past it
+        a.on_packet(10, t, true);
+        assert_eq!(a.bitmap >> 63, 1);
+        assert_eq!(a.late.iter().copied().collect::<Vec<_>>(), [135, 10]);
+        assert!(a.immediate, "a late arrival is reported at once");
+        for pn in 0..2 * super::LATE_QUEUE as u64 {
+            a.on_packet(pn, t, true);
+        }
+        assert_eq!(a.late.len(), super::LATE_QUEUE, "bounded");
+        assert_eq!(a.late.back(), Some(&(2 * super::LATE_QUEUE as u64 - 1)));
+    }
 
     #[test]
     fn ack_only_packets_are_tracked_but_not_answered() {

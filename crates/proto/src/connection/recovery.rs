@@ -138,6 +138,11 @@ impl Connection {
                 largest_newly_acked = Some((pn, p.time, p.ack_eliciting));
             }
         };
+        for back in ack.late.iter() {
+            if let Some(pn) = ack.largest_pn.checked_sub(back) {
+                mark(self, pn);
+            }
+        }
         for i in (0..64u64).rev() {
             if ack.pn_bitmap & (1 << i) != 0 && ack.largest_pn > i {
                 mark(self, ack.largest_pn - 1 - i);

@@ -173,6 +173,13 @@ impl Connection {
             pn_bitmap: self.ack.bitmap,
             ack_delay_us: u32::try_from(delay.as_micros()).unwrap_or(u32::MAX),
             reorder_pkts: 0,
+            late: {
+                let mut late = LateArrivals::default();
+                for &pn in self.ack.late.iter().take(wire::MAX_LATE) {
+                    late.push(largest.saturating_sub(pn));
+                }
+                late
+            },
         })
     }
 
@@ -185,6 +192,9 @@ impl Connection {
     /// Appends `ack` (from [`Connection::pending_ack`]) and clears what was pending.
     fn emit_ack(&mut self, ack: &Ack, buf: &mut Vec<u8>) {
         ack.emit(buf);
+        // `pending_ack` looked at (at most) this many of the oldest.
+        let reported = self.ack.late.len().min(wire::MAX_LATE);
+        self.ack.late.drain(..reported);
         self.ack.pending = false;
         self.ack.immediate = false;
         self.ack.unacked_eliciting = 0;

@@ -83,6 +83,12 @@ pub(super) fn noise(rtt: &RttEstimator) -> Duration {
     (rtt.jitter() * NOISE_MULTIPLE).min(rtt.min_rtt() / 4)
 }
 
+/// [`noise`] from [`RttEstimator::early_jitter`], for slow start's exits, which judge the
+/// first rounds.
+pub(super) fn early_noise(rtt: &RttEstimator) -> Duration {
+    (rtt.early_jitter() * NOISE_MULTIPLE).min(rtt.min_rtt() / 4)
+}
+
 /// See [`noise`]: FIFO jitter of spread `J` moves consecutive samples by about `J/10` to
 /// `J/2`, while the minimum of a round's samples stays within about `J/3` of the path
 /// minimum.

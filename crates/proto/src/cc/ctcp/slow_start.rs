@@ -22,7 +22,7 @@ pub(super) fn delay_threshold(min_rtt: Duration) -> Duration {
 pub(super) fn delay_rise(rtt: &RttEstimator) -> bool {
     rtt.has_samples()
         && rtt.round_min()
-            > rtt.min_rtt() + delay_threshold(rtt.min_rtt()) + super::backoff::noise(rtt)
+            > rtt.min_rtt() + delay_threshold(rtt.min_rtt()) + super::backoff::early_noise(rtt)
 }
 
 /// Whether delay noise is large next to the slow-start delay threshold (half of it or
@@ -30,7 +30,7 @@ pub(super) fn delay_rise(rtt: &RttEstimator) -> bool {
 /// from one on such a path may be far too low, and growing conservatively above it costs
 /// seconds at satellite RTTs; the delay exit, lifted above the noise, still ends slow start.
 pub(super) fn noisy(rtt: &RttEstimator) -> bool {
-    super::backoff::noise(rtt) * 2 >= delay_threshold(rtt.min_rtt())
+    super::backoff::early_noise(rtt) * 2 >= delay_threshold(rtt.min_rtt())
 }
 
 /// Consecutive raised samples that end slow start (HyStart uses 8 per round).
@@ -40,7 +40,7 @@ pub(super) const RISE_SAMPLES: u32 = 8;
 pub(super) fn sample_rises(rtt: &RttEstimator) -> bool {
     rtt.has_samples()
         && rtt.latest()
-            > rtt.min_rtt() + delay_threshold(rtt.min_rtt()) + super::backoff::noise(rtt) * 2
+            > rtt.min_rtt() + delay_threshold(rtt.min_rtt()) + super::backoff::early_noise(rtt) * 2
 }
 
 /// Growth divisor above a measured BDP (HyStart++'s conservative slow start, RFC 9406:
