@@ -3,6 +3,7 @@
 
 use crate::{validate_transport, ConfigError, LogConfig, TransportSettings};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Flags both binaries share, flattened into each one's command line. The defaults shown
@@ -57,6 +58,17 @@ pub struct CommonArgs {
     /// [default: 16].
     #[arg(long, value_name = "COPIES")]
     pub handshake_train: Option<u8>,
+}
+
+/// `keygen`: writes a fresh random key, the same for both binaries.
+#[derive(Debug, Clone, clap::Args)]
+pub struct KeygenArgs {
+    /// Write the key to this file (created with mode 0600); without it, print the key.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Replace FILE if it exists (the other gateway then needs the new key too).
+    #[arg(long, requires = "out")]
+    pub force: bool,
 }
 
 /// The config values [`CommonArgs`] may override; both binaries' configs have them all.
