@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -89,12 +89,10 @@ impl Proc {
         Proc { child, lines }
     }
 
-    /// The next line containing `pat` (within 20 s).
+    /// The next line containing `pat` (each line within 20 s of the one before).
     fn wait_for(&self, pat: &str) -> String {
-        let end = Instant::now() + Duration::from_secs(20);
         loop {
-            let left = end.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
+            match self.lines.recv_timeout(Duration::from_secs(20)) {
                 Ok(l) if l.contains(pat) => return l,
                 Ok(_) => {}
                 Err(_) => panic!("no log line with {pat:?}"),
