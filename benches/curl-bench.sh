@@ -13,12 +13,13 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT
 
 head -c $((MB * 1000 * 1000)) /dev/urandom > "$dir/file"
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$dir/key"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$dir/key"; chmod 600 "$dir/key"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 HTTP=$(free_port); UDP=$(free_port); SOCKS=$(free_port)
 
 (cd "$dir" && exec python3 -m http.server "$HTTP" --bind 127.0.0.1 >/dev/null 2>&1) & pids+=($!)
-"$BIN/ctcp-reverse" --listen "127.0.0.1:$UDP" --psk-file "$dir/key" --log-level warn & pids+=($!); rev=$!
+# The origin is on loopback, which the reverse's default ACL denies: allow its port.
+"$BIN/ctcp-reverse" --listen "127.0.0.1:$UDP" --psk-file "$dir/key" --allow "127.0.0.1,$HTTP" --log-level warn & pids+=($!); rev=$!
 "$BIN/ctcp-forward" --listen "127.0.0.1:$SOCKS" --peer "127.0.0.1:$UDP" --psk-file "$dir/key" --log-level warn & pids+=($!); fwd=$!
 
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }

@@ -1,44 +1,56 @@
 //! Command line of ctcp-forward: every config key has a flag; flags override the file.
+//! Each flag's help shows the embedded default (the tests check it against the config's).
 
 use clap::Parser;
-use ctcp_config::cli::{CommonArgs, CommonTargets};
+use ctcp_config::cli::{CommonArgs, CommonTargets, KeygenArgs};
 use ctcp_config::ForwardConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// ctcp-forward: a SOCKSv5 server whose connections ride a coded UDP tunnel to ctcp-reverse.
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(
     version,
     about,
     after_help = "EXAMPLES:
+  ctcp-forward keygen --out /etc/ctcp/psk
   ctcp-forward --peer gw.example.net:7000 --psk-file /etc/ctcp/psk
   CTCP_PSK=$(cat key.hex) ctcp-forward --config /etc/ctcp/forward.toml
   curl --socks5-hostname 127.0.0.1:1080 https://example.com/
   proxychains4 -f configs/proxychains4.conf rsync -a data/ server::module"
 )]
 pub(crate) struct Cli {
+    /// Extra commands (without one, run the proxy).
+    #[command(subcommand)]
+    pub(crate) command: Option<Command>,
     /// TOML configuration file (all keys optional; see configs/forward.toml).
     #[arg(long, short)]
     pub(crate) config: Option<PathBuf>,
-    /// Validate the configuration and key, print the result, and exit.
+    /// Validate the configuration and key, print the key's fingerprint and any warnings,
+    /// and exit.
     #[arg(long)]
     pub(crate) check_config: bool,
     /// SOCKS listen address [default: 127.0.0.1:1080].
     #[arg(long)]
     listen: Option<SocketAddr>,
-    /// The reverse proxy's UDP address, HOST:PORT.
-    #[arg(long)]
+    /// The reverse proxy's UDP address, HOST:PORT (resolved again on every reconnect).
+    #[arg(long, value_parser = ctcp_config::parse_peer)]
     peer: Option<String>,
-    /// File with the pre-shared key (64 hex characters); else CTCP_PSK.
+    /// File with the pre-shared key (exactly 64 hex digits; make one with `keygen`);
+    /// else CTCP_PSK.
     #[arg(long)]
     psk_file: Option<PathBuf>,
-    /// SOCKS handshake timeout, e.g. 10s.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    /// A SOCKS user, USER:PASSWORD (repeatable; replaces the file's [[socks_users]]).
+    /// Visible in `ps`: prefer the config file on shared hosts [default: none, no
+    /// authentication].
+    #[arg(long = "socks-user", value_name = "USER:PASSWORD", value_parser = parse_user)]
+    socks_users: Vec<(String, String)>,
+    /// SOCKS handshake timeout, e.g. 10s [default: 10s].
+    #[arg(long, value_parser = ctcp_config::parse_duration)]
     handshake_timeout: Option<Duration>,
-    /// Wait for the target connect result, e.g. 30s.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    /// Wait for the target connect result, e.g. 30s [default: 30s].
+    #[arg(long, value_parser = ctcp_config::parse_duration)]
     open_timeout: Option<Duration>,
     /// Reply to SOCKS CONNECT before the target's connect result (saves a round trip;
     /// failures then show as a reset connection) [default: false].
@@ -46,6 +58,24 @@ pub(crate) struct Cli {
     fast_open: Option<bool>,
     #[command(flatten)]
     common: CommonArgs,
+}
+
+/// Subcommands.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub(crate) enum Command {
+    /// Write a fresh random pre-shared key (64 hex digits) for both gateways.
+    Keygen(KeygenArgs),
+}
+
+/// `USER:PASSWORD` with RFC 1929's limits (user 1-255 bytes, password at most 255).
+fn parse_user(s: &str) -> Result<(String, String), String> {
+    let (u, p) = s
+        .split_once(':')
+        .ok_or_else(|| "expected USER:PASSWORD".to_owned())?;
+    if u.is_empty() || u.len() > 255 || p.len() > 255 {
+        return Err("the user must be 1-255 bytes and the password at most 255".into());
+    }
+    Ok((u.to_owned(), p.to_owned()))
 }
 
 impl Cli {
@@ -62,6 +92,9 @@ impl Cli {
         if self.psk_file.is_some() {
             c.psk_file = self.psk_file.clone();
         }
+        if !self.socks_users.is_empty() {
+            c.socks_users = self.socks_users.clone();
+        }
         self.common.apply(CommonTargets {
             drain_timeout: &mut c.drain_timeout,
             stats_interval: &mut c.stats_interval,
@@ -70,5 +103,133 @@ impl Cli {
             transport: &mut c.transport,
         })?;
         Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Flags whose absence is their default (no value to show).
+    const NO_DEFAULT: [&str; 7] = [
+        "config",
+        "check_config",
+        "peer",
+        "psk_file",
+        "help",
+        "version",
+        "log_json",
+    ];
+
+    /// Every flag with a default shows it in `--help`, and the shown defaults, given as
+    /// flags, change nothing in the embedded configuration.
+    #[test]
+    fn help_shows_every_default_and_the_defaults_are_the_configs() {
+        let cmd = Cli::command();
+        let mut argv = vec!["ctcp-forward".to_owned()];
+        for a in cmd.get_arguments() {
+            let id = a.get_id().as_str();
+            let help = a.get_help().map(ToString::to_string).unwrap_or_default();
+            if NO_DEFAULT.contains(&id) {
+                continue;
+            }
+            let shown = help
+                .split("[default: ")
+                .nth(1)
+                .and_then(|r| r.split(']').next())
+                .unwrap_or_else(|| panic!("--{id} does not show its default: {help:?}"));
+            let value = shown.split(',').next().unwrap_or(shown);
+            if !["none", "off"].contains(&value) {
+                argv.push(format!("--{}", a.get_long().unwrap()));
+                argv.push(value.to_owned());
+            }
+        }
+        let cli = Cli::try_parse_from(&argv).unwrap();
+        assert_eq!(
+            cli.apply(ForwardConfig::default()).unwrap(),
+            ForwardConfig::default(),
+            "{argv:?}"
+        );
+    }
+
+    #[test]
+    fn every_config_key_has_a_flag() {
+        let longs: Vec<String> = Cli::command()
+            .get_arguments()
+            .filter_map(|a| a.get_long().map(str::to_owned))
+            .collect();
+        for key in [
+            "listen",
+            "peer",
+            "psk-file",
+            "socks-user",
+            "handshake-timeout",
+            "open-timeout",
+            "fast-open",
+            "drain-timeout",
+            "stats-interval",
+            "metrics-listen",
+            "log-level",
+            "log-json",
+            "symbol-size",
+            "window",
+            "max-rate",
+            "idle-timeout",
+            "keepalive",
+            "initial-rtt",
+            "max-streams",
+            "session-send-buffer",
+            "proactive-repair",
+            "handshake-train",
+        ] {
+            assert!(longs.iter().any(|l| l == key), "no --{key}");
+        }
+        let c = Cli::try_parse_from([
+            "f",
+            "--socks-user",
+            "alice:s3cret",
+            "--socks-user",
+            "bob:",
+            "--initial-rtt",
+            "600ms",
+            "--proactive-repair",
+            "90",
+            "--handshake-train",
+            "0",
+        ])
+        .unwrap()
+        .apply(ForwardConfig::default())
+        .unwrap();
+        assert_eq!(
+            c.socks_users,
+            [
+                ("alice".into(), "s3cret".into()),
+                ("bob".into(), String::new())
+            ]
+        );
+        assert_eq!(c.transport.initial_rtt, Duration::from_millis(600));
+        assert_eq!(c.transport.proactive_repair_percent, 90);
+        assert_eq!(c.transport.handshake_train, 0);
+    }
+
+    #[test]
+    fn bad_flags_are_refused_with_a_reason() {
+        for (args, why) in [
+            (&["--log-level", "bogus"][..], "is not a log level"),
+            (&["--peer", "127.0.0.1"], "no port"),
+            (&["--idle-timeout", "5 parsecs"], "ms, s (sec)"),
+            (&["--socks-user", "alice"], "USER:PASSWORD"),
+        ] {
+            let e = Cli::try_parse_from(std::iter::once("f").chain(args.iter().copied()))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{args:?}: {e}");
+        }
+        let e = Cli::try_parse_from(["f", "--proactive-repair", "500"])
+            .unwrap()
+            .apply(ForwardConfig::default())
+            .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("transport.proactive_repair"));
     }
 }

@@ -1,52 +1,75 @@
 //! Command line of ctcp-reverse: every config key has a flag; flags override the file.
+//! Each flag's help shows the embedded default (the tests check it against the config's).
 
 use clap::Parser;
-use ctcp_config::cli::{CommonArgs, CommonTargets};
+use ctcp_config::cli::{CommonArgs, CommonTargets, KeygenArgs};
 use ctcp_config::{AclRule, ReverseConfig};
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// ctcp-reverse: accepts coded UDP tunnel sessions from ctcp-forward and opens the real TCP connections.
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(
     version,
     about,
     after_help = "EXAMPLES:
+  ctcp-reverse keygen --out /etc/ctcp/psk
   ctcp-reverse --psk-file /etc/ctcp/psk
   ctcp-reverse --listen 0.0.0.0:7000 --deny 10.0.0.0/8 --psk-file key.hex
+  ctcp-reverse --allow 127.0.0.1,8080 --psk-file key.hex   # reach one local service
   ctcp-reverse --config /etc/ctcp/reverse.toml --check-config"
 )]
 pub(crate) struct Cli {
+    /// Extra commands (without one, run the proxy).
+    #[command(subcommand)]
+    pub(crate) command: Option<Command>,
     /// TOML configuration file (all keys optional; see configs/reverse.toml).
     #[arg(long, short)]
     pub(crate) config: Option<PathBuf>,
-    /// Validate the configuration and key, print the result, and exit.
+    /// Validate the configuration and key, print the key's fingerprint and any warnings,
+    /// and exit.
     #[arg(long)]
     pub(crate) check_config: bool,
     /// UDP listen address [default: 0.0.0.0:7000].
     #[arg(long)]
     listen: Option<SocketAddr>,
-    /// File with the pre-shared key (64 hex characters); else CTCP_PSK.
+    /// File with the pre-shared key (exactly 64 hex digits; make one with `keygen`);
+    /// else CTCP_PSK.
     #[arg(long)]
     psk_file: Option<PathBuf>,
-    /// Target connect timeout, e.g. 10s.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    /// Target connect timeout, e.g. 10s [default: 10s].
+    #[arg(long, value_parser = ctcp_config::parse_duration)]
     connect_timeout: Option<Duration>,
-    /// Deny targets in this CIDR block (repeatable; checked before the file's rules).
-    #[arg(long, value_name = "CIDR")]
-    deny: Vec<ipnet::IpNet>,
-    /// Allow targets in this CIDR block (repeatable; checked before the file's rules).
-    #[arg(long, value_name = "CIDR")]
-    allow: Vec<ipnet::IpNet>,
-    /// Most concurrent sessions.
+    /// Deny targets in this block, optionally on these ports: 10.0.0.0/8, 10.0.0.5,22,
+    /// ::1,8000-8999 (repeatable; checked before the file's rules) [default: none; the
+    /// default ACL denies loopback, 0.0.0.0, :: and link-local].
+    #[arg(long, value_name = "NET[,PORTS]", value_parser = ctcp_config::parse_net_ports)]
+    deny: Vec<(ipnet::IpNet, RangeInclusive<u16>)>,
+    /// Allow targets in this block, optionally on these ports (repeatable; checked before
+    /// the file's rules, so `--allow 127.0.0.1,8080` opens one local service)
+    /// [default: none].
+    #[arg(long, value_name = "NET[,PORTS]", value_parser = ctcp_config::parse_net_ports)]
+    allow: Vec<(ipnet::IpNet, RangeInclusive<u16>)>,
+    /// Verdict for targets no ACL rule matches: allow or deny [default: allow].
+    #[arg(long, value_name = "VERDICT", value_parser = ctcp_config::parse_verdict)]
+    acl_default: Option<bool>,
+    /// Most concurrent sessions [default: 256].
     #[arg(long)]
     max_sessions: Option<usize>,
-    /// Handshakes accepted per second.
+    /// Handshakes accepted per second [default: 64].
     #[arg(long)]
     handshake_rate: Option<u32>,
     #[command(flatten)]
     common: CommonArgs,
+}
+
+/// Subcommands.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub(crate) enum Command {
+    /// Write a fresh random pre-shared key (64 hex digits) for both gateways.
+    Keygen(KeygenArgs),
 }
 
 impl Cli {
@@ -57,26 +80,29 @@ impl Cli {
     ) -> Result<ReverseConfig, ctcp_config::ConfigError> {
         macro_rules! set { ($($f:ident => $($p:ident).+),*) => { $(if let Some(v) = self.$f.clone() { c.$($p).+ = v; })* } }
         set!(listen => listen, connect_timeout => connect_timeout, max_sessions => max_sessions,
-             handshake_rate => handshake_rate);
+             handshake_rate => handshake_rate, acl_default => acl_default_allow);
         if self.psk_file.is_some() {
             c.psk_file = self.psk_file.clone();
         }
-        let mut rules: Vec<AclRule> = self
-            .deny
-            .iter()
-            .map(|&net| AclRule {
-                allow: false,
-                net,
-                ports: 0..=u16::MAX,
-            })
-            .collect();
-        rules.extend(self.allow.iter().map(|&net| AclRule {
-            allow: true,
-            net,
-            ports: 0..=u16::MAX,
-        }));
+        let rule = |allow: bool| {
+            move |(net, ports): &(ipnet::IpNet, RangeInclusive<u16>)| AclRule {
+                allow,
+                net: *net,
+                ports: ports.clone(),
+            }
+        };
+        let mut rules: Vec<AclRule> = self.deny.iter().map(rule(false)).collect();
+        rules.extend(self.allow.iter().map(rule(true)));
         rules.append(&mut c.acl);
         c.acl = rules;
+        if !(1..=100_000).contains(&c.max_sessions) {
+            return Err(ctcp_config::ConfigError {
+                source_name: "<command line>".into(),
+                line: None,
+                key: Some("max_sessions".into()),
+                message: format!("must be between 1 and 100000 (got {})", c.max_sessions),
+            });
+        }
         self.common.apply(CommonTargets {
             drain_timeout: &mut c.drain_timeout,
             stats_interval: &mut c.stats_interval,
@@ -85,5 +111,109 @@ impl Cli {
             transport: &mut c.transport,
         })?;
         Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Flags whose absence is their default (no value to show).
+    const NO_DEFAULT: [&str; 6] = [
+        "config",
+        "check_config",
+        "psk_file",
+        "help",
+        "version",
+        "log_json",
+    ];
+
+    /// Every flag with a default shows it in `--help`, and the shown defaults, given as
+    /// flags, change nothing in the embedded configuration.
+    #[test]
+    fn help_shows_every_default_and_the_defaults_are_the_configs() {
+        let cmd = Cli::command();
+        let mut argv = vec!["ctcp-reverse".to_owned()];
+        for a in cmd.get_arguments() {
+            let id = a.get_id().as_str();
+            let help = a.get_help().map(ToString::to_string).unwrap_or_default();
+            if NO_DEFAULT.contains(&id) {
+                continue;
+            }
+            let shown = help
+                .split("[default: ")
+                .nth(1)
+                .and_then(|r| r.split(']').next())
+                .unwrap_or_else(|| panic!("--{id} does not show its default: {help:?}"));
+            let value = shown.split([',', ';']).next().unwrap_or(shown);
+            if !["none", "off"].contains(&value) {
+                argv.push(format!("--{}", a.get_long().unwrap()));
+                argv.push(value.to_owned());
+            }
+        }
+        let cli = Cli::try_parse_from(&argv).unwrap();
+        assert_eq!(
+            cli.apply(ReverseConfig::default()).unwrap(),
+            ReverseConfig::default(),
+            "{argv:?}"
+        );
+    }
+
+    #[test]
+    fn every_config_key_has_a_flag() {
+        let longs: Vec<String> = Cli::command()
+            .get_arguments()
+            .filter_map(|a| a.get_long().map(str::to_owned))
+            .collect();
+        for key in [
+            "listen",
+            "psk-file",
+            "connect-timeout",
+            "deny",
+            "allow",
+            "acl-default",
+            "max-sessions",
+            "handshake-rate",
+            "drain-timeout",
+            "stats-interval",
+            "metrics-listen",
+            "log-level",
+            "log-json",
+            "symbol-size",
+            "window",
+            "max-rate",
+            "idle-timeout",
+            "keepalive",
+            "initial-rtt",
+            "max-streams",
+            "session-send-buffer",
+            "proactive-repair",
+            "handshake-train",
+        ] {
+            assert!(longs.iter().any(|l| l == key), "no --{key}");
+        }
+        let c = Cli::try_parse_from([
+            "r",
+            "--acl-default",
+            "deny",
+            "--allow",
+            "127.0.0.1,8080",
+            "--deny",
+            "10.0.0.0/8,1-1024",
+        ])
+        .unwrap()
+        .apply(ReverseConfig::default())
+        .unwrap();
+        assert!(!c.acl_default_allow);
+        assert_eq!(c.acl[0].net, "10.0.0.0/8".parse().unwrap());
+        assert_eq!((c.acl[0].allow, c.acl[0].ports.clone()), (false, 1..=1024));
+        assert_eq!(
+            (c.acl[1].allow, c.acl[1].ports.clone()),
+            (true, 8080..=8080)
+        );
+        assert_eq!(c.acl.len(), 2 + ctcp_config::default_acl().len());
+        assert!(Cli::try_parse_from(["r", "--acl-default", "maybe"]).is_err());
+        assert!(Cli::try_parse_from(["r", "--log-level", "verbose"]).is_err());
     }
 }

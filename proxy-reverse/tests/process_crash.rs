@@ -21,6 +21,8 @@ fn spawn_reverse(port: u16, key_file: &std::path::Path) -> Child {
         .arg("--psk-file")
         .arg(key_file)
         .args(["--log-level", "info"])
+        // The origin is on loopback, which the default ACL denies.
+        .args(["--allow", "127.0.0.1"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .spawn()

@@ -189,6 +189,8 @@ async fn main() -> anyhow::Result<()> {
         Command::new(bin("ctcp-reverse")?)
             .args(["--listen", &udp.to_string(), "--psk-file"])
             .arg(&key)
+            // The origins are on loopback, which the default ACL denies.
+            .args(["--allow", "127.0.0.1"])
             .args(["--log-level", "warn"])
             .stderr(quiet())
             .spawn()?,

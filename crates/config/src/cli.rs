@@ -3,47 +3,72 @@
 
 use crate::{validate_transport, ConfigError, LogConfig, TransportSettings};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
-/// Flags both binaries share, flattened into each one's command line.
+/// Flags both binaries share, flattened into each one's command line. The defaults shown
+/// in `--help` are the embedded ones; a flag overrides the file only when given.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {
-    /// Drain time on SIGTERM, e.g. 30s.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    /// Drain time on SIGTERM, e.g. 30s [default: 30s].
+    #[arg(long, value_parser = crate::parse_duration)]
     pub drain_timeout: Option<Duration>,
-    /// Statistics interval (debug level), e.g. 5s.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    /// Statistics interval (debug level), e.g. 5s [default: 5s].
+    #[arg(long, value_parser = crate::parse_duration)]
     pub stats_interval: Option<Duration>,
-    /// Log level or tracing filter (RUST_LOG overrides).
-    #[arg(long)]
+    /// Log level (error, warn, info, debug, trace, off) or a tracing filter such as
+    /// "info,ctcp_runtime=debug"; RUST_LOG overrides [default: info].
+    #[arg(long, value_parser = crate::parse_log_level)]
     pub log_level: Option<String>,
-    /// Log as JSON lines.
+    /// Log as JSON lines (`[log] format = "json"`) [default: text].
     #[arg(long)]
     pub log_json: bool,
-    /// Serve Prometheus/OpenMetrics text on this address (off by default).
+    /// Serve Prometheus/OpenMetrics text on this address [default: off].
     #[arg(long)]
     pub metrics_listen: Option<SocketAddr>,
-    /// Coded symbol size in bytes (must match the other proxy).
+    /// Coded symbol size in bytes (must match the other proxy) [default: 1408].
     #[arg(long)]
     pub symbol_size: Option<usize>,
-    /// Sender window in symbols (must match the other proxy).
+    /// Sender window in symbols (must match the other proxy) [default: 16384].
     #[arg(long)]
     pub window: Option<usize>,
-    /// Sending-rate ceiling, e.g. 50mbit.
+    /// Sending-rate ceiling, e.g. 50mbit [default: none].
     #[arg(long, value_parser = crate::parse_rate)]
     pub max_rate: Option<u64>,
-    /// Session idle timeout, e.g. 30s.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    /// Session idle timeout, e.g. 30s [default: 30s].
+    #[arg(long, value_parser = crate::parse_duration)]
     pub idle_timeout: Option<Duration>,
-    /// Keepalive interval, e.g. 5s.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    /// Keepalive interval, e.g. 5s [default: 5s].
+    #[arg(long, value_parser = crate::parse_duration)]
     pub keepalive: Option<Duration>,
-    /// Most concurrent streams per session.
+    /// RTT assumed before the first measurement [default: 100ms].
+    #[arg(long, value_parser = crate::parse_duration)]
+    pub initial_rtt: Option<Duration>,
+    /// Most concurrent streams per session [default: 4096].
     #[arg(long)]
     pub max_streams: Option<usize>,
-    /// Bytes all streams of a session may queue for sending, e.g. 16MiB.
+    /// Bytes all streams of a session may queue for sending, e.g. 16MiB [default: 16MiB].
     #[arg(long, value_parser = crate::parse_size)]
     pub session_send_buffer: Option<u64>,
+    /// Repairs sent before any loss is reported, in percent of the expected loss (0-400;
+    /// 0 repairs only what the receiver reports) [default: 0].
+    #[arg(long, value_name = "PERCENT")]
+    pub proactive_repair: Option<u16>,
+    /// Handshake copies sent back to back to measure the path (0-64; 0 turns it off)
+    /// [default: 16].
+    #[arg(long, value_name = "COPIES")]
+    pub handshake_train: Option<u8>,
+}
+
+/// `keygen`: writes a fresh random key, the same for both binaries.
+#[derive(Debug, Clone, clap::Args)]
+pub struct KeygenArgs {
+    /// Write the key to this file (created with mode 0600); without it, print the key.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Replace FILE if it exists (the other gateway then needs the new key too).
+    #[arg(long, requires = "out")]
+    pub force: bool,
 }
 
 /// The config values [`CommonArgs`] may override; both binaries' configs have them all.
@@ -107,6 +132,15 @@ impl CommonArgs {
         }
         if let Some(v) = self.session_send_buffer {
             t.session_send_buffer = v;
+        }
+        if let Some(v) = self.initial_rtt {
+            t.initial_rtt = v;
+        }
+        if let Some(v) = self.proactive_repair {
+            t.proactive_repair_percent = v;
+        }
+        if let Some(v) = self.handshake_train {
+            t.handshake_train = v;
         }
         validate_transport(t, "<command line>", None)
     }

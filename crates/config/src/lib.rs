@@ -10,7 +10,9 @@ pub mod cli;
 mod raw;
 mod units;
 
-pub use units::{parse_rate, parse_size};
+pub use units::{
+    parse_duration, parse_log_level, parse_peer, parse_rate, parse_size, DURATION_UNITS,
+};
 
 use ipnet::IpNet;
 use std::net::SocketAddr;
@@ -178,8 +180,9 @@ pub struct ReverseConfig {
     pub psk_file: Option<PathBuf>,
     /// Target connect timeout (name resolution included).
     pub connect_timeout: Duration,
-    /// ACL rules, in order. The default denies 169.254.0.0/16 and fe80::/10 (link-local,
-    /// where cloud metadata services live) and allows everything else.
+    /// ACL rules, in order. The default ([`default_acl`]) denies the reverse host's own
+    /// loopback and unspecified addresses and link-local addresses (where cloud metadata
+    /// services live), and allows everything else.
     pub acl: Vec<AclRule>,
     /// Verdict when no rule matches (default allow).
     pub acl_default_allow: bool,
@@ -199,9 +202,76 @@ pub struct ReverseConfig {
     pub transport: TransportSettings,
 }
 
-/// The ACL used when none is configured.
+/// Parses an ACL address block: a CIDR block (`10.0.0.0/8`) or one address (`10.0.0.5`).
+///
+/// # Errors
+/// Neither an address nor a block.
+pub fn parse_net(s: &str) -> Result<IpNet, String> {
+    let s = s.trim();
+    s.parse()
+        .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("{s:?} is not an address or CIDR block"))
+}
+
+/// Parses an ACL port set: one port (`22`), a range (`1-1024`) or `*` (all).
+///
+/// # Errors
+/// Not a port, or a range whose start is after its end.
+pub fn parse_ports(p: &str) -> Result<RangeInclusive<u16>, String> {
+    let p = p.trim();
+    if p == "*" {
+        return Ok(0..=u16::MAX);
+    }
+    let bad = || format!("{p:?} is not a port, a range like \"1-1024\", or \"*\"");
+    let (a, b) = p.split_once('-').unwrap_or((p, p));
+    let a: u16 = a.trim().parse().map_err(|_| bad())?;
+    let b: u16 = b.trim().parse().map_err(|_| bad())?;
+    if a > b {
+        return Err(bad());
+    }
+    Ok(a..=b)
+}
+
+/// Parses an ACL verdict: `allow` (true) or `deny` (false).
+///
+/// # Errors
+/// Anything else.
+pub fn parse_verdict(s: &str) -> Result<bool, String> {
+    match s.trim() {
+        "allow" => Ok(true),
+        "deny" => Ok(false),
+        o => Err(format!("must be \"allow\" or \"deny\" (got {o:?})")),
+    }
+}
+
+/// Parses the command-line form of an ACL target, `NET[,PORTS]`: `10.0.0.0/8`,
+/// `10.0.0.5,22`, `::1,8000-8999`.
+///
+/// # Errors
+/// As [`parse_net`] and [`parse_ports`].
+pub fn parse_net_ports(s: &str) -> Result<(IpNet, RangeInclusive<u16>), String> {
+    let (net, ports) = s.split_once(',').unwrap_or((s, "*"));
+    Ok((parse_net(net)?, parse_ports(ports)?))
+}
+
+/// The blocks [`default_acl`] denies: the reverse host itself (loopback, and the
+/// unspecified addresses, which `connect()` also delivers to the host) and link-local
+/// (169.254.0.0/16 holds cloud metadata services at 169.254.169.254).
+pub const DEFAULT_DENIED: [&str; 6] = [
+    "127.0.0.0/8",
+    "::1/128",
+    "0.0.0.0/32",
+    "::/128",
+    "169.254.0.0/16",
+    "fe80::/10",
+];
+
+/// The ACL used when none is configured: deny [`DEFAULT_DENIED`], allow the rest. Without
+/// the loopback rules any forward client could reach services bound to the reverse
+/// host's 127.0.0.1 (admin ports, metrics, databases); `--allow 127.0.0.1` or `[[acl]]`
+/// rules override it.
 pub fn default_acl() -> Vec<AclRule> {
-    ["169.254.0.0/16", "fe80::/10"]
+    DEFAULT_DENIED
         .iter()
         .filter_map(|n| n.parse().ok())
         .map(|net| AclRule {
@@ -319,6 +389,12 @@ pub fn validate_transport(
             format!("must be between 0 and 64 (got {})", t.handshake_train),
         );
     }
+    if t.initial_rtt.is_zero() || t.initial_rtt > Duration::from_secs(60) {
+        return err(
+            "transport.initial_rtt",
+            format!("must be between 1ms and 60s (got {:?})", t.initial_rtt),
+        );
+    }
     if t.idle_timeout < Duration::from_secs(1) {
         return err("transport.idle_timeout", "must be at least 1s".into());
     }
@@ -346,17 +422,60 @@ pub fn validate_transport(
     Ok(())
 }
 
-/// Reads the pre-shared key: from `path` if given, else from the `CTCP_PSK` environment
-/// variable. A key is 64 hex characters (32 bytes; surrounding whitespace ignored) or, in a
-/// file, at least 32 raw bytes. Keys never come from the command line, where `ps` shows them.
+/// How to make a key, shown in every key error.
+pub const KEYGEN_HINT: &str = "make one with `ctcp-forward keygen --out FILE` (or `ctcp-reverse keygen`), or `head -c32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > FILE`";
+
+/// Parses key text: exactly 64 hex digits (32 bytes), surrounding whitespace allowed.
 ///
 /// # Errors
-/// No key source, an unreadable file, or a key that is too short or malformed.
-pub fn load_psk(path: Option<&Path>) -> Result<Vec<u8>, ConfigError> {
+/// What is wrong with the text (length, a non-hex character, whitespace inside, binary
+/// data), for the caller to locate.
+pub fn parse_key(text: &[u8]) -> Result<[u8; 32], String> {
+    let Ok(text) = std::str::from_utf8(text) else {
+        return Err(format!(
+            "the key is binary data ({} bytes), not 64 hex digits",
+            text.len()
+        ));
+    };
+    let t = text.trim();
+    if let Some((i, c)) = t.char_indices().find(|(_, c)| !c.is_ascii_hexdigit()) {
+        return Err(if c.is_whitespace() {
+            format!("the key has whitespace inside it (at character {}); it must be 64 hex digits on one line", i + 1)
+        } else {
+            format!("{c:?} (character {}) is not a hex digit", i + 1)
+        });
+    }
+    if t.len() != 64 {
+        return Err(format!(
+            "the key has {} hex digits; it must have exactly 64 (32 bytes)",
+            t.len()
+        ));
+    }
+    let mut key = [0u8; 32];
+    for (k, pair) in key.iter_mut().zip(t.as_bytes().chunks_exact(2)) {
+        // Both bytes are ASCII hex digits (checked above), so this is valid UTF-8 hex.
+        let hex = std::str::from_utf8(pair).map_err(|e| e.to_string())?;
+        *k = u8::from_str_radix(hex, 16).map_err(|e| e.to_string())?;
+    }
+    Ok(key)
+}
+
+/// Reads the pre-shared key: from `path` if given, else from the `CTCP_PSK` environment
+/// variable. A key is exactly 64 hex digits (32 bytes), surrounding whitespace (a
+/// trailing newline) allowed. Keys never come from the command line, where `ps` shows them.
+///
+/// # Errors
+/// No key source, an unreadable file, or a malformed key; the message says how to make one.
+pub fn load_psk(path: Option<&Path>) -> Result<[u8; 32], ConfigError> {
     let (name, bytes) = match path {
         Some(p) => (
             p.display().to_string(),
-            std::fs::read(p).map_err(|e| ConfigError { source_name: p.display().to_string(), line: None, key: None, message: format!("cannot read key file: {e}") })?,
+            std::fs::read(p).map_err(|e| ConfigError {
+                source_name: p.display().to_string(),
+                line: None,
+                key: None,
+                message: format!("cannot read key file: {e}"),
+            })?,
         ),
         None => match std::env::var("CTCP_PSK") {
             Ok(v) => ("<environment CTCP_PSK>".to_owned(), v.into_bytes()),
@@ -365,36 +484,46 @@ pub fn load_psk(path: Option<&Path>) -> Result<Vec<u8>, ConfigError> {
                     source_name: "<key>".into(),
                     line: None,
                     key: Some("psk_file".into()),
-                    message: "no pre-shared key: pass --psk-file FILE or set CTCP_PSK (generate one with: head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n')".into(),
+                    message: format!(
+                        "no pre-shared key: pass --psk-file FILE or set CTCP_PSK; {KEYGEN_HINT}"
+                    ),
                 })
             }
         },
     };
-    let bad = |m: &str| ConfigError {
-        source_name: name.clone(),
+    parse_key(&bytes).map_err(|m| ConfigError {
+        source_name: name,
         line: None,
         key: None,
-        message: m.to_owned(),
-    };
-    let text = String::from_utf8_lossy(&bytes);
-    let trimmed = text.trim();
-    if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_hexdigit()) {
-        if !trimmed.len().is_multiple_of(2) || trimmed.len() < 64 {
-            return Err(bad(
-                "a hex key must have at least 64 hex characters (32 bytes)",
-            ));
-        }
-        return (0..trimmed.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&trimmed[i..i + 2], 16).map_err(|_| bad("invalid hex key")))
-            .collect();
+        message: format!("{m}; {KEYGEN_HINT}"),
+    })
+}
+
+/// A warning if the key file can be read by its group or by others (it should be mode
+/// 0600, owned by the proxy's user); `None` when private or not a Unix file system.
+pub fn key_file_warning(path: &Path) -> Option<String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+        (mode & 0o077 != 0).then(|| {
+            format!(
+                "key file {} is readable by {} (mode {mode:04o}); restrict it with `chmod 600 {}`",
+                path.display(),
+                if mode & 0o007 != 0 {
+                    "everyone"
+                } else {
+                    "its group"
+                },
+                path.display()
+            )
+        })
     }
-    if path.is_some() && bytes.len() >= 32 {
-        return Ok(bytes);
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
     }
-    Err(bad(
-        "key must be 64 hex characters, or a file of at least 32 random bytes",
-    ))
 }
 
 #[cfg(test)]

@@ -23,11 +23,11 @@ struct RawTransport {
     symbol_size: Option<usize>,
     window: Option<usize>,
     max_rate: Option<String>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
     idle_timeout: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
     keepalive: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
     initial_rtt: Option<Duration>,
     max_streams: Option<usize>,
     session_send_buffer: Option<String>,
@@ -50,14 +50,14 @@ struct RawForward {
     psk_file: Option<PathBuf>,
     #[serde(default)]
     socks_users: Vec<RawUser>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
     handshake_timeout: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
     open_timeout: Option<Duration>,
     fast_open: Option<bool>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
     drain_timeout: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
     stats_interval: Option<Duration>,
     metrics_listen: Option<SocketAddr>,
     #[serde(default)]
@@ -79,15 +79,15 @@ struct RawAclRule {
 struct RawReverse {
     listen: Option<SocketAddr>,
     psk_file: Option<PathBuf>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
     connect_timeout: Option<Duration>,
     acl: Option<Vec<RawAclRule>>,
     acl_default: Option<String>,
     max_sessions: Option<usize>,
     handshake_rate: Option<u32>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
     drain_timeout: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
     stats_interval: Option<Duration>,
     metrics_listen: Option<SocketAddr>,
     #[serde(default)]
@@ -127,13 +127,52 @@ pub(crate) fn key_line(text: &str, key: &str) -> Option<usize> {
     None
 }
 
+/// The dotted key set on the 1-based `line` of `text` (or on the nearest line above it
+/// that sets one, for values spanning lines), with its section: `transport.window`,
+/// `acl[1].net`. Best effort: for messages that do not name their key.
+pub(crate) fn key_at(text: &str, line: usize) -> Option<String> {
+    let mut section: Option<String> = None;
+    let mut key: Option<String> = None;
+    let mut array_counts: std::collections::HashMap<String, usize> = Default::default();
+    for l in text.lines().take(line) {
+        let t = l.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        if let Some(h) = t.strip_prefix("[[") {
+            let name = h.split("]]").next().unwrap_or(h).trim().to_owned();
+            let n = array_counts.entry(name.clone()).or_default();
+            section = Some(format!("{name}[{n}]"));
+            *n += 1;
+            key = None;
+        } else if let Some(h) = t.strip_prefix('[') {
+            section = Some(h.split(']').next().unwrap_or(h).trim().to_owned());
+            key = None;
+        } else if let Some((k, _)) = t.split_once('=') {
+            key = Some(k.trim().trim_matches('"').to_owned());
+        }
+    }
+    match (section, key) {
+        (Some(s), Some(k)) => Some(format!("{s}.{k}")),
+        (None, Some(k)) => Some(k),
+        (Some(s), None) => Some(s),
+        (None, None) => None,
+    }
+}
+
 fn parse_err(e: toml::de::Error, text: &str, source_name: &str) -> ConfigError {
     let line = e
         .span()
         .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
     let msg = e.message().to_owned();
-    // serde names the offending key in "unknown field `x`" messages.
-    let key = msg.split('`').nth(1).map(str::to_owned);
+    // serde names the offending key in "unknown field `x`" / "missing field `x`"; other
+    // messages ("invalid type: ..., expected usize") do not, so the key comes from the
+    // line the error points at.
+    let key = if msg.starts_with("unknown field") || msg.starts_with("missing field") {
+        msg.split('`').nth(1).map(str::to_owned)
+    } else {
+        line.and_then(|l| key_at(text, l))
+    };
     ConfigError {
         source_name: source_name.to_owned(),
         line,
@@ -156,10 +195,12 @@ fn log(raw: RawLog, text: &str, src: &str) -> Result<LogConfig, ConfigError> {
             ))
         }
     };
-    Ok(LogConfig {
-        level: raw.level.unwrap_or(d.level),
-        json,
-    })
+    let level = match raw.level {
+        None => d.level,
+        Some(l) => crate::parse_log_level(&l)
+            .map_err(|m| ConfigError::new(src, Some(text), "log.level", m))?,
+    };
+    Ok(LogConfig { level, json })
 }
 
 fn transport(raw: RawTransport, text: &str, src: &str) -> Result<TransportSettings, ConfigError> {
@@ -205,9 +246,15 @@ pub(crate) fn forward(text: &str, src: &str) -> Result<ForwardConfig, ConfigErro
             ));
         }
     }
+    let peer = match raw.peer {
+        None => None,
+        Some(p) => {
+            Some(crate::parse_peer(&p).map_err(|m| ConfigError::new(src, Some(text), "peer", m))?)
+        }
+    };
     Ok(ForwardConfig {
         listen: raw.listen.unwrap_or(d.listen),
-        peer: raw.peer,
+        peer,
         psk_file: raw.psk_file,
         socks_users: raw
             .socks_users
@@ -239,37 +286,12 @@ fn acl_rule(r: RawAclRule, i: usize, text: &str, src: &str) -> Result<AclRule, C
             ))
         }
     };
-    let net = r
-        .net
-        .parse()
-        .or_else(|_| r.net.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-        .map_err(|_| {
-            ConfigError::new(
-                src,
-                Some(text),
-                &key("net"),
-                format!("{:?} is not an address or CIDR block", r.net),
-            )
-        })?;
+    let net =
+        crate::parse_net(&r.net).map_err(|m| ConfigError::new(src, Some(text), &key("net"), m))?;
     let ports = match r.ports.as_deref() {
-        None | Some("*") => 0..=u16::MAX,
-        Some(p) => {
-            let bad = || {
-                ConfigError::new(
-                    src,
-                    Some(text),
-                    &key("ports"),
-                    format!("{p:?} is not a port or range like \"1-1024\""),
-                )
-            };
-            let (a, b) = p.split_once('-').unwrap_or((p, p));
-            let a: u16 = a.trim().parse().map_err(|_| bad())?;
-            let b: u16 = b.trim().parse().map_err(|_| bad())?;
-            if a > b {
-                return Err(bad());
-            }
-            a..=b
-        }
+        None => 0..=u16::MAX,
+        Some(p) => crate::parse_ports(p)
+            .map_err(|m| ConfigError::new(src, Some(text), &key("ports"), m))?,
     };
     Ok(AclRule { allow, net, ports })
 }
@@ -286,16 +308,9 @@ pub(crate) fn reverse(text: &str, src: &str) -> Result<ReverseConfig, ConfigErro
             .collect::<Result<_, _>>()?,
     };
     let acl_default_allow = match raw.acl_default.as_deref() {
-        None | Some("allow") => true,
-        Some("deny") => false,
-        Some(o) => {
-            return Err(ConfigError::new(
-                src,
-                Some(text),
-                "acl_default",
-                format!("must be \"allow\" or \"deny\" (got {o:?})"),
-            ))
-        }
+        None => d.acl_default_allow,
+        Some(v) => crate::parse_verdict(v)
+            .map_err(|m| ConfigError::new(src, Some(text), "acl_default", m))?,
     };
     let max_sessions = raw.max_sessions.unwrap_or(d.max_sessions);
     if !(1..=100_000).contains(&max_sessions) {

@@ -124,16 +124,21 @@ fn acl_rules_parse_in_order() {
     assert!(r.acl[0].allow && r.acl[0].ports == (22..=22));
     assert_eq!(r.acl[1].ports, 1..=1024);
     assert!(default_acl().iter().all(|a| !a.allow));
-    assert_eq!(default_acl().len(), 2);
+    assert_eq!(default_acl().len(), DEFAULT_DENIED.len());
+}
+
+fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("ctcp-config-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 #[test]
 fn psk_from_hex_file_and_rejects_short() {
-    let dir = std::env::temp_dir().join(format!("ctcp-config-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_dir("psk");
     let good = dir.join("psk");
     std::fs::write(&good, format!("{}\n", "ab".repeat(32))).unwrap();
-    assert_eq!(load_psk(Some(&good)).unwrap(), vec![0xab; 32]);
+    assert_eq!(load_psk(Some(&good)).unwrap(), [0xab; 32]);
     let short = dir.join("short");
     std::fs::write(&short, "abcd").unwrap();
     assert!(load_psk(Some(&short)).is_err());
@@ -142,4 +147,202 @@ fn psk_from_hex_file_and_rejects_short() {
         .message
         .contains("cannot read"));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn keys_must_be_exactly_64_hex_digits_and_errors_say_how_to_make_one() {
+    let hex = "0123456789abcdefABCDEF".repeat(3)[..64].to_owned();
+    for ok in [hex.clone(), format!("{hex}\n"), format!("  {hex} \r\n")] {
+        assert!(parse_key(ok.as_bytes()).is_ok(), "{ok:?}");
+    }
+    let spaced = hex
+        .as_bytes()
+        .chunks(2)
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut raw = [0u8; 32];
+    for (i, b) in raw.iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(97).wrapping_add(200);
+    }
+    let typo = format!("{}g{}", &hex[..10], &hex[11..]);
+    let long = format!("{hex}00");
+    let cases: [(&[u8], &str); 6] = [
+        (spaced.as_bytes(), "whitespace inside"),
+        (&raw, "binary"),
+        (typo.as_bytes(), "'g' (character 11) is not a hex digit"),
+        (&hex.as_bytes()[..62], "62 hex digits"),
+        (long.as_bytes(), "66 hex digits"),
+        (b"", "0 hex digits"),
+    ];
+    let dir = temp_dir("strict");
+    for (i, (text, why)) in cases.iter().enumerate() {
+        let e = parse_key(text).unwrap_err();
+        assert!(e.contains(why), "{why}: {e}");
+        let f = dir.join(format!("k{i}"));
+        std::fs::write(&f, text).unwrap();
+        let e = load_psk(Some(&f)).unwrap_err().to_string();
+        assert!(e.contains(why) && e.contains("keygen --out FILE"), "{e}");
+        assert!(e.contains("head -c32 /dev/urandom"), "{e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn group_or_world_readable_key_files_are_flagged() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("mode");
+    let f = dir.join("psk");
+    std::fs::write(&f, "ab".repeat(32)).unwrap();
+    for (mode, flagged) in [
+        (0o600, None),
+        (0o400, None),
+        (0o640, Some("its group")),
+        (0o644, Some("everyone")),
+    ] {
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+        let w = key_file_warning(&f);
+        match flagged {
+            None => assert_eq!(w, None, "{mode:o}"),
+            Some(who) => {
+                let w = w.unwrap();
+                assert!(w.contains(who) && w.contains("chmod 600"), "{w}");
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn log_levels_are_checked() {
+    for ok in [
+        "info",
+        "DEBUG",
+        "off",
+        "warn,ctcp_runtime=debug",
+        "ctcp_proto[session]=trace",
+    ] {
+        let text = format!("[log]\nlevel = {ok:?}\n");
+        assert_eq!(
+            ForwardConfig::from_toml_str(&text, "f").unwrap().log.level,
+            ok
+        );
+    }
+    for bad in ["verbose", "", "info,chatty", "ctcp_runtime=loud", "=info"] {
+        let text = format!("[log]\nlevel = {bad:?}\n");
+        let e = ReverseConfig::from_toml_str(&text, "r.toml").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("log.level"), "{bad}");
+        assert_eq!(e.line, Some(2));
+        assert!(e.message.contains("error, warn, info, debug, trace"), "{e}");
+    }
+}
+
+#[test]
+fn peer_needs_a_host_and_a_port() {
+    for ok in [
+        "reverse.example.net:7000",
+        "192.0.2.1:7000",
+        "[2001:db8::1]:7000",
+    ] {
+        let f = ForwardConfig::from_toml_str(&format!("peer = {ok:?}\n"), "f").unwrap();
+        assert_eq!(f.peer.as_deref(), Some(ok));
+    }
+    for bad in [
+        "127.0.0.1",
+        "::1",
+        "2001:db8::1:7000",
+        ":7000",
+        "host:0",
+        "host:70000",
+        "host:",
+    ] {
+        let e = ForwardConfig::from_toml_str(&format!("peer = {bad:?}\n"), "f").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("peer"), "{bad}");
+        assert!(
+            e.message.contains("HOST:PORT") || e.message.contains("port"),
+            "{e}"
+        );
+    }
+    assert!(parse_peer("127.0.0.1").unwrap_err().contains("no port"));
+}
+
+#[test]
+fn wrong_types_name_their_key() {
+    let cases = [
+        ("[transport]\nwindow = \"big\"\n", "transport.window", 2),
+        ("# c\nmax_sessions = \"many\"\n", "max_sessions", 2),
+        ("[log]\njson = 1\n", "json", 2),
+        (
+            "[[acl]]\naction = \"deny\"\nnet = \"10.0.0.0/8\"\n[[acl]]\naction = \"allow\"\nnet = 5\n",
+            "acl[1].net",
+            6,
+        ),
+        ("[transport]\nsymbol_size = -1\n", "transport.symbol_size", 2),
+    ];
+    for (text, key, line) in cases {
+        let e = ReverseConfig::from_toml_str(text, "r.toml").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some(key), "{text}: {e}");
+        assert_eq!(e.line, Some(line), "{text}");
+        assert!(e.to_string().contains(&format!("key '{key}'")), "{e}");
+    }
+}
+
+#[test]
+fn bad_durations_list_the_units() {
+    for (text, key) in [
+        (
+            "[transport]\nidle_timeout = \"30\"\n",
+            "transport.idle_timeout",
+        ),
+        ("[transport]\ninitial_rtt = 100\n", "transport.initial_rtt"),
+        ("open_timeout = \"5 parsecs\"\n", "open_timeout"),
+        ("drain_timeout = \"soon\"\n", "drain_timeout"),
+    ] {
+        let e = ForwardConfig::from_toml_str(text, "f").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some(key), "{text}");
+        assert!(e.message.contains(DURATION_UNITS), "{text}: {e}");
+    }
+    assert!(parse_duration("10 parsecs")
+        .unwrap_err()
+        .contains(DURATION_UNITS));
+    assert_eq!(parse_duration("1m 30s"), Ok(Duration::from_secs(90)));
+    let e = ForwardConfig::from_toml_str("[transport]\ninitial_rtt = \"0s\"\n", "f").unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("transport.initial_rtt"));
+}
+
+#[test]
+fn default_acl_denies_the_reverse_hosts_loopback_unless_overridden() {
+    let denied = |acl: &[AclRule], ip: &str| {
+        let ip: std::net::IpAddr = ip.parse().unwrap();
+        acl.iter()
+            .find(|r| r.net.contains(&ip))
+            .is_some_and(|r| !r.allow)
+    };
+    let d = ReverseConfig::default();
+    for ip in [
+        "127.0.0.1",
+        "127.1.2.3",
+        "::1",
+        "0.0.0.0",
+        "::",
+        "169.254.169.254",
+        "fe80::1",
+    ] {
+        assert!(denied(&d.acl, ip), "{ip}");
+    }
+    assert!(!denied(&d.acl, "192.0.2.1") && d.acl_default_allow);
+    // A file's own rules replace the default list.
+    let r = ReverseConfig::from_toml_str("[[acl]]\naction = \"deny\"\nnet = \"10.0.0.0/8\"\n", "r")
+        .unwrap();
+    assert!(!denied(&r.acl, "127.0.0.1"));
+    assert_eq!(
+        parse_net_ports("127.0.0.1,22"),
+        Ok(("127.0.0.1/32".parse().unwrap(), 22..=22))
+    );
+    assert_eq!(
+        parse_net_ports("::1/128"),
+        Ok(("::1/128".parse().unwrap(), 0..=u16::MAX))
+    );
+    assert!(parse_net_ports("10.0.0.0/8,99999").is_err());
 }

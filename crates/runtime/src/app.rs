@@ -90,11 +90,7 @@ pub fn forward_settings(cfg: &ForwardConfig) -> Result<ForwardSettings, ConfigEr
     let mut s = ForwardSettings::new(peer, load_psk(cfg.psk_file.as_deref())?);
     s.listen = cfg.listen;
     s.transport = transport_config(&cfg.transport);
-    s.socks_auth = if cfg.socks_users.is_empty() {
-        ctcp_socks5::AuthPolicy::NoAuth
-    } else {
-        ctcp_socks5::AuthPolicy::UserPass(cfg.socks_users.clone())
-    };
+    s.socks_auth = socks_auth(cfg);
     s.handshake_timeout = cfg.handshake_timeout;
     s.open_timeout = cfg.open_timeout;
     s.fast_open = cfg.fast_open;
@@ -104,15 +100,18 @@ pub fn forward_settings(cfg: &ForwardConfig) -> Result<ForwardSettings, ConfigEr
     Ok(s)
 }
 
-/// Reverse settings from a validated config.
-///
-/// # Errors
-/// If the key cannot be loaded.
-pub fn reverse_settings(cfg: &ReverseConfig) -> Result<ReverseSettings, ConfigError> {
-    let mut s = ReverseSettings::new(load_psk(cfg.psk_file.as_deref())?);
-    s.listen = cfg.listen;
-    s.transport = transport_config(&cfg.transport);
-    s.acl = Acl {
+/// The SOCKS authentication policy a forward config asks for.
+pub fn socks_auth(cfg: &ForwardConfig) -> ctcp_socks5::AuthPolicy {
+    if cfg.socks_users.is_empty() {
+        ctcp_socks5::AuthPolicy::NoAuth
+    } else {
+        ctcp_socks5::AuthPolicy::UserPass(cfg.socks_users.clone())
+    }
+}
+
+/// The target ACL a reverse config asks for.
+pub fn acl(cfg: &ReverseConfig) -> Acl {
+    Acl {
         rules: cfg
             .acl
             .iter()
@@ -123,7 +122,18 @@ pub fn reverse_settings(cfg: &ReverseConfig) -> Result<ReverseSettings, ConfigEr
             })
             .collect(),
         default_allow: cfg.acl_default_allow,
-    };
+    }
+}
+
+/// Reverse settings from a validated config.
+///
+/// # Errors
+/// If the key cannot be loaded.
+pub fn reverse_settings(cfg: &ReverseConfig) -> Result<ReverseSettings, ConfigError> {
+    let mut s = ReverseSettings::new(load_psk(cfg.psk_file.as_deref())?);
+    s.listen = cfg.listen;
+    s.transport = transport_config(&cfg.transport);
+    s.acl = acl(cfg);
     s.connect_timeout = cfg.connect_timeout;
     s.max_sessions = cfg.max_sessions;
     s.handshake_rate = cfg.handshake_rate;
@@ -133,17 +143,29 @@ pub fn reverse_settings(cfg: &ReverseConfig) -> Result<ReverseSettings, ConfigEr
     Ok(s)
 }
 
-/// Which config file to re-read on SIGHUP, and how to read its log section.
-#[derive(Debug, Clone)]
+/// Re-reads the file, validates all of it, applies what a running proxy can change (the
+/// ACL, the SOCKS users), and returns the log settings; on an error it changes nothing.
+pub type ReloadFn = Box<dyn Fn(&std::path::Path) -> Result<LogConfig, ConfigError> + Send>;
+
+/// Which config file to re-read on SIGHUP, and how to apply it.
 pub struct Reload {
     /// The file, if one was given.
     pub path: Option<PathBuf>,
-    /// Parses the file and returns its log settings (validating everything else).
-    pub read_log: fn(&std::path::Path) -> Result<LogConfig, ConfigError>,
+    /// Reads and applies it.
+    pub apply: ReloadFn,
 }
 
-/// Tells systemd we are ready, waits for SIGTERM/SIGINT (reloading the log level on
-/// SIGHUP), drains, and returns when the proxy has stopped.
+impl std::fmt::Debug for Reload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reload")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Tells systemd we are ready, waits for SIGTERM/SIGINT (reloading on SIGHUP: the log
+/// level here, the rest through [`Reload::apply`]), drains, and returns when the proxy
+/// has stopped.
 ///
 /// # Errors
 /// If the proxy task failed.
@@ -174,12 +196,12 @@ pub async fn run_until_signalled(
                     continue;
                 };
                 let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
-                match (reload.read_log)(path) {
+                match (reload.apply)(path) {
                     Ok(l) => match log.reload(filter(&l.level)) {
-                        Ok(()) => tracing::info!(level = %l.level, "configuration reloaded (log level applied; other changes need a restart)"),
+                        Ok(()) => tracing::info!(level = %l.level, "configuration reloaded (log level, ACL and SOCKS users applied; other changes need a restart)"),
                         Err(e) => tracing::warn!(error = %e, "cannot apply log level"),
                     },
-                    Err(e) => tracing::error!(error = %e, "configuration not reloaded"),
+                    Err(e) => tracing::error!(error = %e, "configuration not reloaded; the previous one stays in force"),
                 }
                 let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
             }

@@ -2,13 +2,14 @@
 //! the reverse proxy. The session is re-established whenever it dies.
 
 use crate::driver::{Driver, DriverChannels, SessionEvent};
+use crate::live::Live;
 use crate::reply;
+use crate::resolve::{connect_next, PeerResolver};
 use crate::socks::{self, SocksAuth};
 use crate::tunnel::TunnelStream;
 use ctcp_proto::ConnectionHandle;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -18,10 +19,10 @@ use tokio::task::JoinSet;
 /// What the forward role needs beyond the endpoint.
 #[derive(Debug, Clone)]
 pub struct ForwardOptions {
-    /// The reverse proxy's UDP address.
-    pub peer: SocketAddr,
-    /// SOCKS authentication policy.
-    pub auth: Arc<SocksAuth>,
+    /// The reverse proxy's name, resolved again for each reconnect.
+    pub peer: PeerResolver,
+    /// SOCKS authentication policy (swapped on reload; read per connection).
+    pub auth: Live<SocksAuth>,
     /// How long a SOCKS client may take to send its greeting and request.
     pub handshake_timeout: Duration,
     /// How long to wait for the reverse side's connect result.
@@ -36,19 +37,19 @@ pub struct ForwardOptions {
 async fn session_keeper(
     driver: Driver,
     mut channels: DriverChannels,
-    peer: SocketAddr,
+    mut peer: PeerResolver,
     current: watch::Sender<Option<ConnectionHandle>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut backoff = Duration::from_millis(200);
-    let mut pending = driver.connect(peer);
-    tracing::info!(%peer, "connecting to reverse proxy");
+    let mut pending = connect_next(&driver, &mut peer, &mut backoff).await;
     loop {
         tokio::select! {
             ev = channels.sessions.recv() => match ev {
                 Some(SessionEvent::Connected(h)) => {
-                    tracing::info!(%peer, session = h.0, "tunnel session established");
+                    tracing::info!(peer = peer.name(), session = h.0, "tunnel session established");
                     backoff = Duration::from_millis(200);
+                    peer.reset();
                     let _ = current.send(Some(h));
                 }
                 Some(SessionEvent::Lost(h, e)) => {
@@ -57,10 +58,10 @@ async fn session_keeper(
                     }
                     if h == pending {
                         let _ = current.send(None);
-                        tracing::warn!(%peer, error = %e, retry_in = ?backoff, "tunnel session lost; reconnecting");
+                        tracing::warn!(peer = peer.name(), error = %e, retry_in = ?backoff, "tunnel session lost; reconnecting");
                         tokio::time::sleep(backoff).await;
                         backoff = (backoff * 2).min(Duration::from_secs(10));
-                        pending = driver.connect(peer);
+                        pending = connect_next(&driver, &mut peer, &mut backoff).await;
                     }
                 }
                 None => return,
@@ -85,7 +86,7 @@ pub async fn serve(
     tokio::spawn(session_keeper(
         driver.clone(),
         channels,
-        opts.peer,
+        opts.peer.clone(),
         current_tx,
         shutdown.clone(),
     ));
@@ -149,16 +150,18 @@ async fn handle_client(
     current: watch::Receiver<Option<ConnectionHandle>>,
 ) -> io::Result<()> {
     let _ = tcp.set_nodelay(true);
-    let req =
-        match tokio::time::timeout(opts.handshake_timeout, socks::accept(&mut tcp, &opts.auth))
-            .await
-        {
-            Ok(r) => r?,
-            Err(_) => {
-                tracing::debug!(%from, "SOCKS handshake timed out");
-                return Ok(());
-            }
-        };
+    let req = match tokio::time::timeout(
+        opts.handshake_timeout,
+        socks::accept(&mut tcp, &opts.auth.load()),
+    )
+    .await
+    {
+        Ok(r) => r?,
+        Err(_) => {
+            tracing::debug!(%from, "SOCKS handshake timed out");
+            return Ok(());
+        }
+    };
     let Some(session) = wait_session(current, opts.open_timeout).await else {
         tracing::warn!(%from, target = %req.target, "no tunnel session; refusing");
         socks::reply(&mut tcp, reply::GENERAL_FAILURE).await?;

@@ -8,8 +8,12 @@ pub mod app;
 pub mod clock;
 pub mod driver;
 pub mod forward;
+pub mod keys;
+pub mod live;
 pub mod metrics;
+pub mod notes;
 pub mod reply;
+pub mod resolve;
 pub mod reverse;
 pub mod signals;
 pub mod socks;
@@ -19,6 +23,7 @@ mod udp;
 pub use acl::{Acl, Rule};
 pub use driver::{Driver, DriverChannels, IncomingStream, SessionEvent};
 pub use forward::ForwardOptions;
+pub use live::{Live, LiveSettings};
 pub use reverse::ReverseOptions;
 pub use socks::SocksAuth;
 pub use tunnel::TunnelStream;
@@ -34,8 +39,9 @@ use tokio::sync::watch;
 /// Failures that stop a proxy.
 #[derive(Debug, Error)]
 pub enum RuntimeError {
-    /// A socket could not be bound.
-    #[error("cannot bind {what} on {addr}: {source}")]
+    /// A socket could not be bound. The cause is the error's `source`, not part of its
+    /// message, so an error chain (`{:#}`) shows it once.
+    #[error("cannot bind {what} on {addr}")]
     Bind {
         /// Which socket.
         what: &'static str,
@@ -167,19 +173,8 @@ pub struct Running {
     pub shutdown: watch::Sender<bool>,
     /// Completes when the proxy has stopped.
     pub done: tokio::task::JoinHandle<io::Result<()>>,
-}
-
-async fn resolve_peer(peer: &str) -> Result<SocketAddr, RuntimeError> {
-    let mut addrs = tokio::net::lookup_host(peer)
-        .await
-        .map_err(|e| RuntimeError::Resolve {
-            peer: peer.to_owned(),
-            reason: e.to_string(),
-        })?;
-    addrs.next().ok_or_else(|| RuntimeError::Resolve {
-        peer: peer.to_owned(),
-        reason: "no addresses".into(),
-    })
+    /// What a reload may change while it runs.
+    pub live: LiveSettings,
 }
 
 /// Binds the metrics endpoint (so a bad address fails start-up) and serves it in the background.
@@ -213,17 +208,23 @@ async fn spawn_metrics(
 /// # Errors
 /// Fails if a socket cannot be bound or the peer does not resolve.
 pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> {
-    let peer = resolve_peer(&s.peer).await?;
-    let bind = s.bind.unwrap_or(if peer.is_ipv4() {
-        SocketAddr::from(([0, 0, 0, 0], 0))
-    } else {
-        SocketAddr::from(([0u16; 8], 0))
-    });
-    let udp = std::net::UdpSocket::bind(bind).map_err(|source| RuntimeError::Bind {
-        what: "tunnel UDP socket",
-        addr: bind,
-        source,
-    })?;
+    let lookup = resolve::system_lookup();
+    let addrs = resolve::resolve_all(&s.peer, &lookup).await?;
+    let bind = s.bind.unwrap_or_else(|| resolve::wildcard_for(&addrs));
+    let udp = std::net::UdpSocket::bind(bind)
+        .or_else(|e| match s.bind {
+            // A host without IPv6 still reaches the name's IPv4 addresses.
+            None if bind.is_ipv6() => {
+                std::net::UdpSocket::bind(SocketAddr::from(([0, 0, 0, 0], 0)))
+            }
+            _ => Err(e),
+        })
+        .map_err(|source| RuntimeError::Bind {
+            what: "tunnel UDP socket",
+            addr: bind,
+            source,
+        })?;
+    let peer = resolve::PeerResolver::new(s.peer.clone(), udp.local_addr()?, lookup, addrs);
     let listener = tokio::net::TcpListener::bind(s.listen)
         .await
         .map_err(|source| RuntimeError::Bind {
@@ -241,21 +242,26 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
         rx.clone(),
     ));
     spawn_metrics(s.metrics_listen, &driver, &rx).await?;
+    let auth = Live::new(s.socks_auth);
     let opts = ForwardOptions {
         peer,
-        auth: std::sync::Arc::new(s.socks_auth),
+        auth: auth.clone(),
         handshake_timeout: s.handshake_timeout,
         open_timeout: s.open_timeout,
         fast_open: s.fast_open,
         drain_timeout: s.drain_timeout,
     };
-    tracing::info!(socks = %local_addr, %peer, "ctcp-forward started");
+    tracing::info!(socks = %local_addr, peer = %s.peer, "ctcp-forward started");
     let done = tokio::spawn(forward::serve(listener, driver.clone(), channels, opts, rx));
     Ok(Running {
         local_addr,
         driver,
         shutdown,
         done,
+        live: LiveSettings {
+            socks_auth: Some(auth),
+            acl: None,
+        },
     })
 }
 
@@ -282,8 +288,9 @@ pub async fn start_reverse(s: ReverseSettings) -> Result<Running, RuntimeError> 
         rx.clone(),
     ));
     spawn_metrics(s.metrics_listen, &driver, &rx).await?;
+    let acl = Live::new(s.acl);
     let opts = ReverseOptions {
-        acl: std::sync::Arc::new(s.acl),
+        acl: acl.clone(),
         connect_timeout: s.connect_timeout,
         drain_timeout: s.drain_timeout,
     };
@@ -294,5 +301,9 @@ pub async fn start_reverse(s: ReverseSettings) -> Result<Running, RuntimeError> 
         driver,
         shutdown,
         done,
+        live: LiveSettings {
+            socks_auth: None,
+            acl: Some(acl),
+        },
     })
 }

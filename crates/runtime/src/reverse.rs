@@ -3,12 +3,12 @@
 
 use crate::acl::Acl;
 use crate::driver::{Driver, DriverChannels, IncomingStream, SessionEvent};
+use crate::live::Live;
 use crate::reply;
 use crate::tunnel::TunnelStream;
 use ctcp_proto::Target;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -17,8 +17,8 @@ use tokio::task::JoinSet;
 /// What the reverse role needs beyond the endpoint.
 #[derive(Debug, Clone)]
 pub struct ReverseOptions {
-    /// Which targets may be reached.
-    pub acl: Arc<Acl>,
+    /// Which targets may be reached (swapped on reload; read per stream).
+    pub acl: Live<Acl>,
     /// How long to wait for a target's TCP handshake (and name resolution).
     pub connect_timeout: Duration,
     /// How long to let streams drain after SIGTERM.
@@ -104,7 +104,7 @@ async fn connect(target: &Target, acl: &Acl, timeout: Duration) -> Result<TcpStr
 async fn handle_stream(driver: Driver, incoming: IncomingStream, opts: ReverseOptions) {
     let IncomingStream { conn, id, target } = incoming;
     let mut stream = TunnelStream::new(driver, conn, id);
-    match connect(&target, &opts.acl, opts.connect_timeout).await {
+    match connect(&target, &opts.acl.load(), opts.connect_timeout).await {
         Ok(mut tcp) => {
             tracing::debug!(session = conn.0, stream = id, %target, "connected to target");
             if stream.send_open_result(reply::SUCCEEDED).is_err() {
