@@ -197,7 +197,9 @@ impl Ctcp {
 
     /// `cwnd ← β·cwnd`, start a recovery period and restart the H-TCP clock.
     fn cut(&mut self, now: Instant, rtt: &RttEstimator) {
-        let beta = backoff::beta_now(rtt);
+        // The time one packet takes at the current rate (srtt per window).
+        let packet_time = rtt.srtt().div_f64(self.cwnd.max(1.0));
+        let beta = backoff::beta_now(rtt, packet_time);
         self.w_max = Some(self.cwnd);
         self.cwnd *= beta;
         self.last_beta = beta;

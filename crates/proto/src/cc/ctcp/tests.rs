@@ -785,3 +785,22 @@ fn a_stale_path_estimate_falls_back_to_the_initial_window_and_a_probe() {
     assert_eq!(c.window(), CcConfig::default().initial_window);
     assert!(c.probe.sending_train(), "the flight is a probe train again");
 }
+
+#[test]
+fn jitter_beyond_packet_times_lifts_beta() {
+    // Samples alternating 220/230 ms (jitter 10 ms) over a 180 ms minimum.
+    let t = base();
+    let mut rtt = RttEstimator::new(ms(200));
+    rtt.update(t, ms(180), Duration::ZERO);
+    for i in 1..400u64 {
+        rtt.update(t + ms(i), ms(220 + 10 * (i % 2)), Duration::ZERO);
+    }
+    let plain = backoff::beta(rtt.min_rtt(), rtt.round_min());
+    // At 1 ms per packet the noise is 3 × (10 − 2) ms, capped at 180/8 = 22.5 ms.
+    let lifted = backoff::beta_now(&rtt, ms(1));
+    let expect = (180.0 + 22.5) / 220.0;
+    assert!((lifted - expect).abs() < 0.01, "{lifted} vs {expect}");
+    assert!(lifted > plain + 0.1);
+    // Variation within two packet times is a queue's own movement: no lift.
+    assert_eq!(backoff::beta_now(&rtt, ms(5)), plain);
+}
