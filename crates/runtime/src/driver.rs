@@ -367,7 +367,17 @@ fn route_events(
                 }
             }
             Event::ConnectionLost(err) => {
-                tracing::info!(session = h.0, error = %err, "session ended");
+                if matches!(
+                    err,
+                    ConnectionError::HandshakeTimeout
+                        | ConnectionError::Rejected { .. }
+                        | ConnectionError::Incompatible(_)
+                ) {
+                    // A session that never existed; the forward role reports why at warn.
+                    tracing::debug!(session = h.0, error = %err, "handshake failed");
+                } else {
+                    tracing::info!(session = h.0, error = %err, "session ended");
+                }
                 inner.lost.insert(h, err.clone());
                 if inner.lost.len() > 1024 {
                     inner.lost.clear();

@@ -39,7 +39,8 @@ pub struct ForwardOptions {
 /// What SOCKS clients see of the tunnel.
 #[derive(Debug, Clone)]
 enum Tunnel {
-    /// The first handshake is under way: wait for it (at most `no_answer_after`).
+    /// The first handshake, or the first after an established session was lost, is under
+    /// way: wait for it (at most `no_answer_after`).
     Connecting,
     /// A session is established.
     Up(ConnectionHandle),
@@ -108,7 +109,16 @@ async fn session_keeper(
                         tracing::warn!(%peer, retry_in = ?backoff, "{why}; retrying");
                     }
                     last_failure = Some(failure);
-                    let _ = current.send(Tunnel::Down(why.into()));
+                    if established {
+                        // A session that worked (the reverse restarting, say) is likely to
+                        // come back at once: clients wait for it as they do at start-up,
+                        // up to `no_answer_after` past the retry.
+                        let _ = current.send(Tunnel::Connecting);
+                        no_answer.as_mut().reset(tokio::time::Instant::now() + backoff + no_answer_after);
+                        no_answer_armed = true;
+                    } else {
+                        let _ = current.send(Tunnel::Down(why.into()));
+                    }
                     tokio::select! {
                         _ = tokio::time::sleep(backoff) => {}
                         _ = shutdown.changed() => if *shutdown.borrow() { return },
