@@ -1,7 +1,7 @@
 //! Every wire parser on arbitrary bytes: packet headers, handshake, chunks, frames.
 #![no_main]
 use ctcp_proto::frame::Frames;
-use ctcp_proto::wire::{peek_conn_id, Accept, Chunks, DataHeader, Initiate, Reset};
+use ctcp_proto::wire::{peek_conn_id, Accept, Chunks, DataHeader, Initiate, Reject, Reset};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -17,6 +17,12 @@ fuzz_target!(|data: &[u8]| {
     let _ = Initiate::parse(data);
     let _ = Accept::parse(data);
     let _ = Reset::parse(data);
+    if let Ok(r) = Reject::parse(data) {
+        // Emitting what parsed gives back the same bytes (the layout is canonical).
+        let mut out = Vec::new();
+        r.emit(&mut out);
+        assert_eq!(out, data);
+    }
     let _ = DataHeader::parse(data, None);
     let _ = DataHeader::parse(data, Some(reference));
     // The deployed symbol size, so every valid SOURCE_LAST length (up to S − 2) is reached.

@@ -1,10 +1,13 @@
 //! Transport parameters shared by both ends of a session.
 
 use crate::cc::ControllerKind;
+use crate::wire::{Params, KNOWN_FEATURES};
 use std::time::Duration;
 
-/// Tunables of the coded transport. Both ends must agree on `symbol_size` and `window`
-/// (the handshake does not negotiate them yet; they are part of the deployment config).
+/// Tunables of the coded transport. The handshake carries the ones both ends must share
+/// ([`Params`]): `symbol_size` must match (a mismatch is refused, naming both values), and
+/// `window`, `stream_window` and `session_window` are negotiated down to the smaller of
+/// the two sides' values.
 #[derive(Debug, Clone)]
 pub struct TransportConfig {
     /// Coded symbol size in bytes (a multiple of 64 so GF kernels see no tails).
@@ -80,6 +83,30 @@ impl Default for TransportConfig {
             initial_window: 32,
             handshake_train: 16,
             proactive_repair: 0.0,
+        }
+    }
+}
+
+impl TransportConfig {
+    /// The parameters this configuration offers in a handshake. Values beyond the wire
+    /// fields' range are sent saturated (the config crate keeps them far below).
+    pub fn params(&self) -> Params {
+        Params {
+            symbol_size: u16::try_from(self.symbol_size).unwrap_or(u16::MAX),
+            window: u32::try_from(self.window).unwrap_or(u32::MAX),
+            stream_window: self.stream_window,
+            session_window: self.session_window,
+            features: KNOWN_FEATURES,
+        }
+    }
+
+    /// This configuration with the negotiated windows of `p` (see [`Params::negotiate`]).
+    pub fn with_params(&self, p: &Params) -> TransportConfig {
+        TransportConfig {
+            window: usize::try_from(p.window).unwrap_or(usize::MAX),
+            stream_window: p.stream_window,
+            session_window: p.session_window,
+            ..self.clone()
         }
     }
 }

@@ -9,8 +9,8 @@
 //! packet number is never reused under one key and a replay fails the window check.
 
 use crate::wire::{
-    Accept, DataHeader, Initiate, Reset, DATA_HEADER_LEN, MAC_LEN, RANDOM_LEN, RESET_TOKEN_LEN,
-    TAG_LEN,
+    Accept, DataHeader, Initiate, Reject, Reset, DATA_HEADER_LEN, MAC_LEN, RANDOM_LEN,
+    RESET_TOKEN_LEN, TAG_LEN,
 };
 use ring::{aead, hkdf, hmac};
 use thiserror::Error;
@@ -109,6 +109,28 @@ impl Psk {
         client_random: &[u8; RANDOM_LEN],
     ) -> Result<(), CryptoError> {
         constant_time_eq(&self.mac(&[&a.signed_part(), client_random]), &a.mac)
+    }
+
+    /// Fills in the MAC of a signed REJECT answering `client_random` (the INITIATE
+    /// authenticated, so the server holds the key). Unsigned REJECTs are left as they are.
+    pub fn sign_reject(&self, r: &mut Reject, client_random: &[u8; RANDOM_LEN]) {
+        let mac = self.mac(&[&r.signed_part(), client_random]);
+        if let Some((_, m)) = r.signed.as_mut() {
+            *m = mac;
+        }
+    }
+
+    /// Verifies a signed REJECT against the random we sent; an unsigned one never
+    /// verifies.
+    pub fn verify_reject(
+        &self,
+        r: &Reject,
+        client_random: &[u8; RANDOM_LEN],
+    ) -> Result<(), CryptoError> {
+        let Some((_, mac)) = &r.signed else {
+            return Err(CryptoError::BadAuth);
+        };
+        constant_time_eq(&self.mac(&[&r.signed_part(), client_random]), mac)
     }
 
     /// The stateless-reset token of a connection id.
@@ -343,6 +365,7 @@ mod tests {
             client_random: [1; 32],
             timestamp_ms: 5,
             train: 2,
+            params: crate::wire::Params::default(),
             len: 1200,
             mac: [0; 16],
         };
@@ -369,6 +392,7 @@ mod tests {
             train_seen: 2,
             train_spread: 1,
             train_span_us: 1150,
+            params: crate::wire::Params::default(),
             len: 1200,
             mac: [0; 16],
         };
@@ -396,6 +420,36 @@ mod tests {
             assert!(psk.verify_accept(&tampered, &i.client_random).is_err());
         }
         assert!(Psk::new(&[1; 8]).is_none());
+    }
+
+    #[test]
+    fn signed_rejects_verify_and_bind_unsigned_never_do() {
+        use crate::wire::{Params, RejectReason};
+        let psk = Psk::new(&[7u8; 32]).unwrap();
+        let mut r = Reject {
+            version: crate::wire::VERSION,
+            conn_id: 3,
+            echo: [1; 16],
+            reason: RejectReason::Params,
+            signed: Some((Params::default(), [0; 16])),
+        };
+        psk.sign_reject(&mut r, &[1; 32]);
+        assert!(psk.verify_reject(&r, &[1; 32]).is_ok());
+        assert!(
+            psk.verify_reject(&r, &[2; 32]).is_err(),
+            "bound to the request"
+        );
+        let mut tampered = r.clone();
+        if let Some((p, _)) = tampered.signed.as_mut() {
+            p.symbol_size = 9;
+        }
+        assert!(psk.verify_reject(&tampered, &[1; 32]).is_err());
+        let unsigned = Reject {
+            reason: RejectReason::Auth,
+            signed: None,
+            ..r
+        };
+        assert!(psk.verify_reject(&unsigned, &[1; 32]).is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use crate::config::TransportConfig;
 use crate::connection::{Connection, Event, Role, Transmit};
 use crate::crypto::Psk;
-use crate::wire::{self, Accept, Initiate, Reset, RANDOM_LEN};
+use crate::wire::{self, Accept, Initiate, Reject, RejectReason, Reset, RANDOM_LEN};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use std::collections::{HashMap, VecDeque};
@@ -66,6 +66,43 @@ pub struct DropCounters {
     pub unknown_session: u64,
     /// Stateless resets sent.
     pub resets_sent: u64,
+    /// REJECTs sent (answers to refused INITIATEs).
+    pub rejects_sent: u64,
+}
+
+/// How often each kind of refused handshake is logged at warn level; the ones in between
+/// are counted and reported with the next warning.
+const WARN_INTERVAL: Duration = Duration::from_secs(10);
+/// REJECTs sent per second at most (token bucket), like stateless resets.
+const REJECT_RATE: f64 = 16.0;
+
+/// The kinds of refused handshake that are worth an operator's attention.
+#[derive(Debug, Clone, Copy)]
+enum Refusal {
+    Auth,
+    Version,
+    Params,
+}
+
+/// Rate limit for the warn-level log of refused handshakes: one per kind per
+/// [`WARN_INTERVAL`], so a flood of forged INITIATEs cannot flood the log.
+#[derive(Debug, Default)]
+struct WarnLimiter {
+    last: [Option<Instant>; 3],
+    suppressed: [u64; 3],
+}
+
+impl WarnLimiter {
+    /// Whether to log now, and how many were suppressed since the last log.
+    fn allow(&mut self, kind: Refusal, now: Instant) -> Option<u64> {
+        let i = kind as usize;
+        if self.last[i].is_some_and(|t| now.saturating_duration_since(t) < WARN_INTERVAL) {
+            self.suppressed[i] += 1;
+            return None;
+        }
+        self.last[i] = Some(now);
+        Some(std::mem::take(&mut self.suppressed[i]))
+    }
 }
 
 /// A UDP endpoint's worth of sessions.
@@ -81,6 +118,10 @@ pub struct Endpoint {
     outbox: VecDeque<(SocketAddr, Vec<u8>)>,
     handshake_tokens: f64,
     reset_tokens: f64,
+    reject_tokens: f64,
+    /// False once [`Endpoint::stop_accepting`] ran: INITIATEs are refused as busy.
+    accepting: bool,
+    warn: WarnLimiter,
     last_refill: Option<Instant>,
     wall_clock: Option<(Instant, u64)>,
     drops: DropCounters,
@@ -92,6 +133,9 @@ impl Endpoint {
         Endpoint {
             handshake_tokens: f64::from(config.handshake_rate),
             reset_tokens: 16.0,
+            reject_tokens: REJECT_RATE,
+            accepting: true,
+            warn: WarnLimiter::default(),
             config,
             rng: ChaCha20Rng::from_seed(seed),
             connections: HashMap::new(),
@@ -114,6 +158,12 @@ impl Endpoint {
     fn unix_ms(&self, now: Instant) -> Option<u64> {
         self.wall_clock
             .map(|(at, ms)| ms + now.saturating_duration_since(at).as_millis() as u64)
+    }
+
+    /// Stops accepting new sessions (graceful shutdown): an INITIATE with a valid MAC is
+    /// answered with a signed busy REJECT, and live sessions carry on.
+    pub fn stop_accepting(&mut self) {
+        self.accepting = false;
     }
 
     /// Datagrams dropped and why.
@@ -154,6 +204,7 @@ impl Endpoint {
             client_random,
             timestamp_ms: self.unix_ms(now).unwrap_or(0),
             train: 0,
+            params: self.config.transport.params(),
             len: wire::INITIATE_LEN,
             mac: [0; wire::MAC_LEN],
         };
@@ -184,6 +235,8 @@ impl Endpoint {
         self.handshake_tokens =
             (self.handshake_tokens + rate * elapsed.as_secs_f64()).min(rate.max(1.0));
         self.reset_tokens = (self.reset_tokens + 16.0 * elapsed.as_secs_f64()).min(16.0);
+        self.reject_tokens =
+            (self.reject_tokens + REJECT_RATE * elapsed.as_secs_f64()).min(REJECT_RATE);
     }
 
     /// Processes one received datagram. `data` is decrypted in place.
@@ -202,7 +255,7 @@ impl Endpoint {
                     self.maybe_reset(from, conn_id, data.len());
                 }
             }
-            wire::TYPE_INITIATE => self.handle_initiate(now, from, data),
+            wire::TYPE_INITIATE => self.handle_initiate(now, from, conn_id, data),
             wire::TYPE_ACCEPT => {
                 let Ok(accept) = Accept::parse(data) else {
                     self.drops.malformed += 1;
@@ -210,6 +263,17 @@ impl Endpoint {
                 };
                 if let Some(c) = self.connections.get_mut(&conn_id) {
                     c.handle_accept(now, &accept);
+                } else {
+                    self.drops.unknown_session += 1;
+                }
+            }
+            wire::TYPE_REJECT => {
+                let Ok(reject) = Reject::parse(data) else {
+                    self.drops.malformed += 1;
+                    return;
+                };
+                if let Some(c) = self.connections.get_mut(&conn_id) {
+                    c.handle_reject(now, &reject);
                 } else {
                     self.drops.unknown_session += 1;
                 }
@@ -248,7 +312,47 @@ impl Endpoint {
         self.drops.resets_sent += 1;
     }
 
-    fn handle_initiate(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+    /// Queues a REJECT of the INITIATE `request` (raw bytes) to `to`, if the rate limit
+    /// allows and it is no larger than the request (never an amplifier). A signed one
+    /// needs the verified INITIATE's client random and carries our parameters.
+    fn reject(
+        &mut self,
+        to: SocketAddr,
+        conn_id: u32,
+        request: &[u8],
+        reason: RejectReason,
+        signed_for: Option<&[u8; RANDOM_LEN]>,
+    ) {
+        let Some(echo) = Reject::echo_of(request) else {
+            return;
+        };
+        let mut reject = Reject {
+            version: wire::VERSION,
+            conn_id,
+            echo,
+            reason,
+            signed: None,
+        };
+        if let Some(client_random) = signed_for {
+            reject.signed = Some((self.config.transport.params(), [0; wire::MAC_LEN]));
+            self.config.psk.sign_reject(&mut reject, client_random);
+        }
+        let len = if reject.signed.is_some() {
+            wire::REJECT_SIGNED_LEN
+        } else {
+            wire::REJECT_LEN
+        };
+        if request.len() < len || self.reject_tokens < 1.0 {
+            return;
+        }
+        self.reject_tokens -= 1.0;
+        let mut out = Vec::with_capacity(len);
+        reject.emit(&mut out);
+        self.outbox.push_back((to, out));
+        self.drops.rejects_sent += 1;
+    }
+
+    fn handle_initiate(&mut self, now: Instant, from: SocketAddr, conn_id: u32, data: &[u8]) {
         if !self.config.accept_sessions {
             self.drops.malformed += 1;
             return;
@@ -258,14 +362,22 @@ impl Endpoint {
             Err(e) => {
                 self.drops.malformed += 1;
                 if let wire::WireError::Version(v) = e {
-                    tracing::debug!(%from, version = v, ours = wire::VERSION, "handshake from another protocol version (upgrade both sides)");
+                    if let Some(suppressed) = self.warn.allow(Refusal::Version, now) {
+                        tracing::warn!(%from, version = v, ours = wire::VERSION, suppressed, "handshake from {from} uses another protocol version: upgrade both sides");
+                    }
+                    self.reject(from, conn_id, data, RejectReason::Version, None);
                 }
                 return;
             }
         };
         if self.config.psk.verify_initiate(&init).is_err() {
             self.drops.bad_handshake += 1;
-            tracing::debug!(%from, "handshake with a bad MAC (wrong PSK?)");
+            if let Some(suppressed) = self.warn.allow(Refusal::Auth, now) {
+                tracing::warn!(%from, suppressed, "handshake from {from} failed authentication — key mismatch?");
+            } else {
+                tracing::debug!(%from, "handshake with a bad MAC (wrong PSK?)");
+            }
+            self.reject(from, conn_id, data, RejectReason::Auth, None);
             return;
         }
         if let Some(existing) = self.connections.get_mut(&init.conn_id) {
@@ -296,9 +408,48 @@ impl Endpoint {
             tracing::debug!(%from, "replayed handshake dropped");
             return;
         }
+        let params = match self.config.transport.params().negotiate(&init.params) {
+            Ok(p) => p,
+            Err(m) => {
+                self.drops.refused += 1;
+                if let Some(suppressed) = self.warn.allow(Refusal::Params, now) {
+                    tracing::warn!(%from, parameter = m.parameter, ours = m.ours, peer = m.peer, suppressed,
+                        "handshake from {from} refused: {} differs (ours {}, the peer's {})", m.parameter, m.ours, m.peer);
+                }
+                self.reject(
+                    from,
+                    init.conn_id,
+                    data,
+                    RejectReason::Params,
+                    Some(&init.client_random),
+                );
+                return;
+            }
+        };
+        if !self.accepting {
+            self.drops.refused += 1;
+            tracing::debug!(%from, "handshake refused: shutting down");
+            self.reject(
+                from,
+                init.conn_id,
+                data,
+                RejectReason::Busy,
+                Some(&init.client_random),
+            );
+            return;
+        }
         if self.handshake_tokens < 1.0 || self.connections.len() >= self.config.max_sessions {
             self.drops.refused += 1;
             tracing::info!(%from, sessions = self.connections.len(), "handshake refused: session or rate limit reached");
+            if self.connections.len() >= self.config.max_sessions {
+                self.reject(
+                    from,
+                    init.conn_id,
+                    data,
+                    RejectReason::Busy,
+                    Some(&init.client_random),
+                );
+            }
             return;
         }
         self.handshake_tokens -= 1.0;
@@ -319,7 +470,11 @@ impl Endpoint {
             init.conn_id,
             from,
             now,
-            self.config.transport.clone(),
+            if params == self.config.transport.params() {
+                self.config.transport.clone()
+            } else {
+                Arc::new(self.config.transport.with_params(&params))
+            },
             self.config.psk.clone(),
         );
         conn.on_initiate(now, &init);

@@ -26,7 +26,9 @@ impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Target::Ip(a) => write!(f, "{a}"),
-            Target::Domain(h, p) => write!(f, "{h}:{p}"),
+            // The name comes from the peer (and its SOCKS client): escaped, so it cannot
+            // put control characters into a log line.
+            Target::Domain(h, p) => write!(f, "{}:{p}", h.escape_debug()),
         }
     }
 }
@@ -634,5 +636,13 @@ mod tests {
             .unwrap()
             .is_err());
         assert!(Frames::new(&[0x7f]).next().unwrap().is_err());
+    }
+
+    #[test]
+    fn a_peer_supplied_name_displays_escaped() {
+        let t = Target::Domain("evil\n\u{1b}[2Jname".into(), 80);
+        let shown = t.to_string();
+        assert!(!shown.chars().any(char::is_control), "{shown:?}");
+        assert_eq!(shown, "evil\\n\\u{1b}[2Jname:80");
     }
 }

@@ -8,13 +8,15 @@
 use ctcp_rlnc::{Coefficients, RepairHeader, SymbolId};
 use thiserror::Error;
 
-/// Protocol version carried in the handshake. 5 since the AEAD tag is 12 bytes and the
+/// Protocol version carried in the handshake. 6 since the handshake carries the transport
+/// parameters both sides must share ([`Params`]) and the server may answer a refused
+/// INITIATE with a REJECT; 5 since the AEAD tag is 12 bytes and the
 /// reset token with it (4 bytes less per data packet, 2026-11); 4 made packet numbers and
 /// symbol ids travel as their low 24 bits (2 bytes less); 3 made the
 /// handshake a bandwidth probe (train index, padding and the server's arrival report in
 /// INITIATE and ACCEPT); 2 brought 4-byte connection ids and the length-less SOURCE chunk
 /// and STREAM frames. A peer of another version is refused at the handshake.
-pub const VERSION: u8 = 5;
+pub const VERSION: u8 = 6;
 
 /// Packet type: client → server handshake request.
 pub const TYPE_INITIATE: u8 = 0x01;
@@ -24,6 +26,10 @@ pub const TYPE_ACCEPT: u8 = 0x02;
 pub const TYPE_DATA: u8 = 0x03;
 /// Packet type: stateless reset, sent for data packets of an unknown connection.
 pub const TYPE_RESET: u8 = 0x04;
+/// Packet type: server → client refusal of an INITIATE (see [`Reject`]). Its layout up to
+/// the reason byte is the same in every protocol version, so a client of another version
+/// can still read why it was refused.
+pub const TYPE_REJECT: u8 = 0x05;
 
 /// Length of a connection id on the wire: 32 bits, chosen at random by the client. Only
 /// the sessions of one server endpoint share an id space (at most `max_sessions`, 256 by
@@ -51,11 +57,26 @@ pub const RESET_TOKEN_LEN: usize = 12;
 pub const PN_LEN: usize = 3;
 /// Length of a data packet header: type, connection id, truncated packet number.
 pub const DATA_HEADER_LEN: usize = 1 + CONN_ID_LEN + PN_LEN;
+/// Length of the transport parameters carried by INITIATE, ACCEPT and an authenticated
+/// REJECT ([`Params`]).
+pub const PARAMS_LEN: usize = 2 + 4 + 8 + 8 + 4;
 /// Length of an unpadded INITIATE packet (train copies are padded up to a full datagram).
-pub const INITIATE_LEN: usize = 1 + 1 + CONN_ID_LEN + RANDOM_LEN + 8 + 1 + MAC_LEN;
+pub const INITIATE_LEN: usize = 1 + 1 + CONN_ID_LEN + RANDOM_LEN + 8 + 1 + PARAMS_LEN + MAC_LEN;
 /// Length of an unpadded ACCEPT packet; never larger than [`INITIATE_LEN`], and an ACCEPT
 /// is padded to at most the length of the INITIATE it answers (no amplification).
-pub const ACCEPT_LEN: usize = 1 + 1 + CONN_ID_LEN + RANDOM_LEN + 1 + 1 + 1 + 4 + MAC_LEN;
+pub const ACCEPT_LEN: usize =
+    1 + 1 + CONN_ID_LEN + RANDOM_LEN + 1 + 1 + 1 + 4 + PARAMS_LEN + MAC_LEN;
+/// Bytes of the INITIATE (from offset 6, the start of the client random) a REJECT echoes,
+/// so only someone who saw the INITIATE can forge one.
+pub const REJECT_ECHO_LEN: usize = 16;
+/// Length of an unauthenticated REJECT (reasons [`RejectReason::Auth`] and
+/// [`RejectReason::Version`]): the server could not verify the INITIATE, so it has no key
+/// to sign with and sends only the reason. Smaller than any INITIATE of protocol version
+/// 3 or later (63 bytes and up).
+pub const REJECT_LEN: usize = 1 + 1 + CONN_ID_LEN + REJECT_ECHO_LEN + 1;
+/// Length of an authenticated REJECT: the short form plus the server's [`Params`] and a MAC
+/// binding it to the client random. Smaller than the INITIATE it answers.
+pub const REJECT_SIGNED_LEN: usize = REJECT_LEN + PARAMS_LEN + MAC_LEN;
 /// Largest handshake datagram accepted: a padded copy is at most a full datagram.
 pub const MAX_HANDSHAKE_LEN: usize = 1500;
 /// Length of a stateless RESET packet; smaller than any data packet that can trigger it.
@@ -66,6 +87,8 @@ pub const RESET_LEN: usize = 1 + CONN_ID_LEN + RESET_TOKEN_LEN;
 pub const MIN_DATA_LEN: usize = DATA_HEADER_LEN + TAG_LEN;
 
 const _: () = assert!(ACCEPT_LEN <= INITIATE_LEN);
+const _: () = assert!(REJECT_SIGNED_LEN <= INITIATE_LEN);
+const _: () = assert!(REJECT_LEN < 63);
 const _: () = assert!(RESET_LEN < MIN_DATA_LEN);
 
 /// A malformed datagram or chunk. Callers drop the datagram; nothing here allocates state.
@@ -267,6 +290,8 @@ pub struct Initiate {
     pub timestamp_ms: u64,
     /// Position in the handshake train, from 1; 0 for a copy outside the train.
     pub train: u8,
+    /// The client's transport parameters.
+    pub params: Params,
     /// Total datagram length, at least [`INITIATE_LEN`]: zero padding fills it before
     /// the MAC.
     pub len: usize,
@@ -292,6 +317,7 @@ impl Initiate {
         let client_random = r.array("client random")?;
         let timestamp_ms = r.u64("timestamp")?;
         let train = r.u8("train")?;
+        let params = Params::parse(&mut r)?;
         skip_padding(&mut r, "initiate mac")?;
         let mac = r.array("mac")?;
         Ok(Initiate {
@@ -299,6 +325,7 @@ impl Initiate {
             client_random,
             timestamp_ms,
             train,
+            params,
             len: buf.len(),
             mac,
         })
@@ -313,6 +340,7 @@ impl Initiate {
         v.extend_from_slice(&self.client_random);
         v.extend_from_slice(&self.timestamp_ms.to_le_bytes());
         v.push(self.train);
+        self.params.emit(&mut v);
         v.resize(self.len.max(INITIATE_LEN) - MAC_LEN, 0);
         v
     }
@@ -345,6 +373,9 @@ pub struct Accept {
     pub train_spread: u8,
     /// Microseconds between the first and the last of those arrivals.
     pub train_span_us: u32,
+    /// The parameters the session runs with, as the server settled them
+    /// ([`Params::negotiate`]).
+    pub params: Params,
     /// Total datagram length, at least [`ACCEPT_LEN`] (zero padding before the MAC).
     pub len: usize,
     /// HMAC over the preceding fields, the padding and the client random, binding it to
@@ -372,6 +403,7 @@ impl Accept {
         let train_seen = r.u8("train seen")?;
         let train_spread = r.u8("train spread")?;
         let train_span_us = r.u32("train span")?;
+        let params = Params::parse(&mut r)?;
         skip_padding(&mut r, "accept mac")?;
         let mac = r.array("mac")?;
         Ok(Accept {
@@ -381,6 +413,7 @@ impl Accept {
             train_seen,
             train_spread,
             train_span_us,
+            params,
             len: buf.len(),
             mac,
         })
@@ -398,6 +431,7 @@ impl Accept {
         v.push(self.train_seen);
         v.push(self.train_spread);
         v.extend_from_slice(&self.train_span_us.to_le_bytes());
+        self.params.emit(&mut v);
         v.resize(self.len.max(ACCEPT_LEN) - MAC_LEN, 0);
         v
     }
@@ -406,6 +440,234 @@ impl Accept {
     pub fn emit(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.signed_part());
         out.extend_from_slice(&self.mac);
+    }
+}
+
+/// Protocol feature bits a peer may announce in [`Params::features`]. None are defined
+/// yet; a server refuses an INITIATE that sets a bit it does not know, since a feature
+/// bit means "I will send things you must understand".
+pub const KNOWN_FEATURES: u32 = 0;
+
+/// The transport parameters both ends of a session must share, carried in INITIATE,
+/// ACCEPT and an authenticated REJECT (all MAC'd, so they cannot be altered on the path).
+///
+/// `symbol_size` and `features` must match (a symbol of another size does not decode:
+/// every stream would die); the windows are negotiated down to the smaller of the two
+/// offers, which is safe for both ends (a sender never exceeds what the receiver sized).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Params {
+    /// Coded symbol size in bytes.
+    pub symbol_size: u16,
+    /// Sender window in symbols (the receiver accepts twice this).
+    pub window: u32,
+    /// Per-stream receive credit in bytes.
+    pub stream_window: u64,
+    /// Per-session receive credit in bytes.
+    pub session_window: u64,
+    /// Protocol feature bits ([`KNOWN_FEATURES`]).
+    pub features: u32,
+}
+
+/// A parameter the two ends cannot agree on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParamMismatch {
+    /// The parameter's configuration name.
+    pub parameter: &'static str,
+    /// The value on the side that checked.
+    pub ours: u64,
+    /// The peer's value.
+    pub peer: u64,
+}
+
+impl Params {
+    fn parse(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        Ok(Params {
+            symbol_size: r.u16("symbol size")?,
+            window: r.u32("window")?,
+            stream_window: r.u64("stream window")?,
+            session_window: r.u64("session window")?,
+            features: r.u32("features")?,
+        })
+    }
+
+    fn emit(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.symbol_size.to_le_bytes());
+        out.extend_from_slice(&self.window.to_le_bytes());
+        out.extend_from_slice(&self.stream_window.to_le_bytes());
+        out.extend_from_slice(&self.session_window.to_le_bytes());
+        out.extend_from_slice(&self.features.to_le_bytes());
+    }
+
+    /// What a session between `self` (ours) and `peer` runs with: the same symbol size
+    /// and features (else the mismatch, naming the first parameter that differs), and the
+    /// smaller of each window.
+    ///
+    /// # Errors
+    /// The first parameter that must match and does not.
+    pub fn negotiate(&self, peer: &Params) -> Result<Params, ParamMismatch> {
+        if self.symbol_size != peer.symbol_size {
+            return Err(ParamMismatch {
+                parameter: "symbol_size",
+                ours: self.symbol_size.into(),
+                peer: peer.symbol_size.into(),
+            });
+        }
+        if peer.features & !KNOWN_FEATURES != 0 || self.features != peer.features {
+            return Err(ParamMismatch {
+                parameter: "features",
+                ours: self.features.into(),
+                peer: peer.features.into(),
+            });
+        }
+        for (parameter, value) in [
+            ("window", peer.window.into()),
+            ("stream_window", peer.stream_window),
+            ("session_window", peer.session_window),
+        ] {
+            if value == 0 {
+                return Err(ParamMismatch {
+                    parameter,
+                    ours: match parameter {
+                        "window" => self.window.into(),
+                        "stream_window" => self.stream_window,
+                        _ => self.session_window,
+                    },
+                    peer: 0,
+                });
+            }
+        }
+        Ok(Params {
+            symbol_size: self.symbol_size,
+            window: self.window.min(peer.window),
+            stream_window: self.stream_window.min(peer.stream_window),
+            session_window: self.session_window.min(peer.session_window),
+            features: self.features,
+        })
+    }
+}
+
+/// Why a server refused an INITIATE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RejectReason {
+    /// The INITIATE's MAC did not verify: the two sides hold different keys (or the
+    /// packet was corrupted). Unauthenticated: the server cannot sign without the key.
+    Auth,
+    /// The INITIATE names a protocol version the server does not speak (the REJECT's
+    /// version byte is the server's). Unauthenticated.
+    Version,
+    /// A transport parameter that must match differs; the REJECT carries the server's
+    /// parameters and is authenticated.
+    Params,
+    /// The server is at its session limit or shutting down. Authenticated.
+    Busy,
+}
+
+impl RejectReason {
+    fn code(self) -> u8 {
+        match self {
+            RejectReason::Auth => 1,
+            RejectReason::Version => 2,
+            RejectReason::Params => 3,
+            RejectReason::Busy => 4,
+        }
+    }
+
+    fn from_code(c: u8) -> Result<Self, WireError> {
+        Ok(match c {
+            1 => RejectReason::Auth,
+            2 => RejectReason::Version,
+            3 => RejectReason::Params,
+            4 => RejectReason::Busy,
+            _ => return Err(WireError::Invalid("reject reason")),
+        })
+    }
+
+    /// Whether a REJECT with this reason carries parameters and a MAC.
+    pub fn is_signed(self) -> bool {
+        matches!(self, RejectReason::Params | RejectReason::Busy)
+    }
+}
+
+/// Server → client refusal of an INITIATE, so the client can tell "no answer" from "the
+/// peer answered and refused" and say why.
+///
+/// It echoes the conn id and the first [`REJECT_ECHO_LEN`] bytes of the client random,
+/// so an off-path attacker cannot forge one. The short form ([`RejectReason::Auth`],
+/// [`RejectReason::Version`]) is unauthenticated, and a client treats it as a hint that
+/// an ACCEPT arriving soon after still overrides; the long form carries the server's
+/// parameters and a MAC over everything and the full client random. A REJECT is never
+/// larger than the INITIATE that drew it, and the server rate-limits them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reject {
+    /// The server's protocol version.
+    pub version: u8,
+    /// The connection id from the INITIATE.
+    pub conn_id: u32,
+    /// The INITIATE's bytes 6..6 + [`REJECT_ECHO_LEN`] (the start of the client random).
+    pub echo: [u8; REJECT_ECHO_LEN],
+    /// Why.
+    pub reason: RejectReason,
+    /// The server's parameters and the MAC (signed reasons only).
+    pub signed: Option<(Params, [u8; MAC_LEN])>,
+}
+
+impl Reject {
+    /// The echo a REJECT of `initiate` (raw bytes, any version) carries, if it is long
+    /// enough to have one.
+    pub fn echo_of(initiate: &[u8]) -> Option<[u8; REJECT_ECHO_LEN]> {
+        initiate
+            .get(6..6 + REJECT_ECHO_LEN)
+            .and_then(|b| b.try_into().ok())
+    }
+
+    /// Parses a REJECT packet.
+    pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+        let mut r = Reader::new(buf);
+        if r.u8("type")? != TYPE_REJECT {
+            return Err(WireError::Invalid("reject type"));
+        }
+        let version = r.u8("version")?;
+        let conn_id = r.u32("conn id")?;
+        let echo = r.array("reject echo")?;
+        let reason = RejectReason::from_code(r.u8("reject reason")?)?;
+        let signed = if reason.is_signed() {
+            let params = Params::parse(&mut r)?;
+            Some((params, r.array("mac")?))
+        } else {
+            None
+        };
+        if !r.is_empty() {
+            return Err(WireError::Invalid("reject length"));
+        }
+        Ok(Reject {
+            version,
+            conn_id,
+            echo,
+            reason,
+            signed,
+        })
+    }
+
+    /// The bytes the MAC of a signed REJECT covers (before the client random is appended).
+    pub fn signed_part(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(REJECT_SIGNED_LEN);
+        v.push(TYPE_REJECT);
+        v.push(self.version);
+        v.extend_from_slice(&self.conn_id.to_le_bytes());
+        v.extend_from_slice(&self.echo);
+        v.push(self.reason.code());
+        if let Some((params, _)) = &self.signed {
+            params.emit(&mut v);
+        }
+        v
+    }
+
+    /// Appends the packet to `out`.
+    pub fn emit(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.signed_part());
+        if let Some((_, mac)) = &self.signed {
+            out.extend_from_slice(mac);
+        }
     }
 }
 
@@ -482,7 +744,7 @@ pub fn peek_conn_id(buf: &[u8]) -> Result<(u8, u32), WireError> {
     let mut r = Reader::new(buf);
     let ty = r.u8("type")?;
     match ty {
-        TYPE_INITIATE | TYPE_ACCEPT => {
+        TYPE_INITIATE | TYPE_ACCEPT | TYPE_REJECT => {
             r.u8("version")?;
         }
         TYPE_DATA | TYPE_RESET => {}
@@ -1030,6 +1292,13 @@ mod tests {
                 client_random: [3; 32],
                 timestamp_ms: 99,
                 train: 4,
+                params: Params {
+                    symbol_size: 1408,
+                    window: 16384,
+                    stream_window: 1 << 25,
+                    session_window: 1 << 26,
+                    features: 0,
+                },
                 len,
                 mac: [5; 16],
             };
@@ -1055,6 +1324,13 @@ mod tests {
                 train_seen: 2,
                 train_spread: 5,
                 train_span_us: 1234,
+                params: Params {
+                    symbol_size: 1408,
+                    window: 16384,
+                    stream_window: 1 << 25,
+                    session_window: 1 << 26,
+                    features: 0,
+                },
                 len,
                 mac: [6; 16],
             };
@@ -1067,6 +1343,94 @@ mod tests {
             assert_eq!(Accept::parse(&bad), Err(WireError::Version(9)));
             assert!(Accept::parse(&out[..ACCEPT_LEN - 1]).is_err());
         }
+    }
+
+    #[test]
+    fn rejects_round_trip_and_never_outgrow_an_initiate() {
+        let params = Params {
+            symbol_size: 1280,
+            window: 4096,
+            stream_window: 1,
+            session_window: 2,
+            features: 0,
+        };
+        for (reason, signed, len) in [
+            (RejectReason::Auth, None, REJECT_LEN),
+            (RejectReason::Version, None, REJECT_LEN),
+            (
+                RejectReason::Params,
+                Some((params, [9; 16])),
+                REJECT_SIGNED_LEN,
+            ),
+            (
+                RejectReason::Busy,
+                Some((params, [9; 16])),
+                REJECT_SIGNED_LEN,
+            ),
+        ] {
+            let r = Reject {
+                version: 77,
+                conn_id: 5,
+                echo: [3; REJECT_ECHO_LEN],
+                reason,
+                signed,
+            };
+            let mut out = Vec::new();
+            r.emit(&mut out);
+            assert_eq!(out.len(), len);
+            assert!(len <= INITIATE_LEN);
+            assert_eq!(Reject::parse(&out).unwrap(), r);
+            assert_eq!(peek_conn_id(&out).unwrap(), (TYPE_REJECT, 5));
+            assert!(Reject::parse(&out[..len - 1]).is_err());
+            let mut longer = out.clone();
+            longer.push(0);
+            assert!(Reject::parse(&longer).is_err());
+        }
+        // An unauthenticated REJECT also answers a version-5 INITIATE (63 bytes) without
+        // outgrowing it: asserted at compile time beside the constants.
+    }
+
+    #[test]
+    fn params_negotiate_windows_down_and_refuse_a_symbol_size_mismatch() {
+        let ours = Params {
+            symbol_size: 1408,
+            window: 16384,
+            stream_window: 100,
+            session_window: 200,
+            features: 0,
+        };
+        let peer = Params {
+            window: 4096,
+            session_window: 300,
+            ..ours
+        };
+        let got = ours.negotiate(&peer).unwrap();
+        assert_eq!(
+            (got.window, got.stream_window, got.session_window),
+            (4096, 100, 200)
+        );
+        assert_eq!(
+            got,
+            peer.negotiate(&ours).unwrap(),
+            "both ends settle the same"
+        );
+        let other = Params {
+            symbol_size: 1280,
+            ..ours
+        };
+        assert_eq!(
+            ours.negotiate(&other),
+            Err(ParamMismatch {
+                parameter: "symbol_size",
+                ours: 1408,
+                peer: 1280
+            })
+        );
+        let featured = Params {
+            features: 1,
+            ..ours
+        };
+        assert_eq!(ours.negotiate(&featured).unwrap_err().parameter, "features");
     }
 
     #[test]
@@ -1088,9 +1452,11 @@ mod tests {
                 INITIATE_LEN,
                 ACCEPT_LEN,
                 RESET_LEN,
-                MIN_DATA_LEN
+                MIN_DATA_LEN,
+                REJECT_LEN,
+                REJECT_SIGNED_LEN
             ),
-            (8, 63, 61, 17, 20)
+            (8, 89, 87, 17, 20, 23, 65)
         );
     }
 

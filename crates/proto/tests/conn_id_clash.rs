@@ -26,6 +26,7 @@ fn a_handshake_naming_a_live_connection_id_is_refused_and_the_session_lives_on()
         client_random: [0x77; RANDOM_LEN],
         timestamp_ms: 0,
         train: 0,
+        params: TransportConfig::default().params(),
         len: INITIATE_LEN,
         mac: [0; MAC_LEN],
     };

@@ -10,6 +10,7 @@ use ctcp_proto::{ConnectionError, ConnectionHandle, Endpoint, Event, StreamId, T
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 use std::time::Duration;
@@ -59,6 +60,10 @@ pub(crate) struct Shared {
     inner: Mutex<Inner>,
     pub(crate) wake: Notify,
     local_addr: SocketAddr,
+    /// Set by [`Driver::close_all`]: close every session, then stop.
+    closing: AtomicBool,
+    /// Turns true when the driver task has stopped.
+    stopped: watch::Sender<bool>,
 }
 
 impl Shared {
@@ -89,7 +94,12 @@ pub struct DriverChannels {
 
 impl Driver {
     /// Binds `socket`, starts the driver task on the current tokio runtime, and returns a
-    /// handle plus the event channels. The task ends when `shutdown` turns true.
+    /// handle plus the event channels.
+    ///
+    /// When `shutdown` turns true the endpoint stops accepting new sessions (an INITIATE
+    /// is answered "busy") but live sessions carry on, so their streams can drain; the role
+    /// then calls [`Driver::close_all`]. The task ends once shutdown or closing is set and
+    /// no session is left.
     ///
     /// # Errors
     /// Fails if the socket cannot be set up for asynchronous I/O.
@@ -109,6 +119,8 @@ impl Driver {
             }),
             wake: Notify::new(),
             local_addr,
+            closing: AtomicBool::new(false),
+            stopped: watch::channel(false).0,
         });
         let (incoming_tx, incoming) = mpsc::unbounded_channel();
         let (sessions_tx, sessions) = mpsc::unbounded_channel();
@@ -119,6 +131,7 @@ impl Driver {
             let gso = io.max_gso_segments().clamp(1, 32);
             let mut out = Vec::new();
             let mut batch: Vec<u8> = Vec::with_capacity(gso * 1500);
+            let mut closed = false;
             loop {
                 let timeout = shared.lock().endpoint.poll_timeout();
                 let sleep = async {
@@ -146,12 +159,16 @@ impl Driver {
                     _ = shared.wake.notified() => {}
                     _ = shutdown.changed() => {
                         if *shutdown.borrow() {
-                            let mut inner = shared.lock();
-                            for h in inner.endpoint.handles() {
-                                if let Some(c) = inner.endpoint.connection_mut(h) {
-                                    c.close(0, "shutdown");
-                                }
-                            }
+                            shared.lock().endpoint.stop_accepting();
+                        }
+                    }
+                }
+                if !closed && shared.closing.load(Ordering::Acquire) {
+                    closed = true;
+                    let mut inner = shared.lock();
+                    for h in inner.endpoint.handles() {
+                        if let Some(c) = inner.endpoint.connection_mut(h) {
+                            c.close(0, "shutdown");
                         }
                     }
                 }
@@ -199,13 +216,52 @@ impl Driver {
                         }
                     }
                 }
-                if *shutdown.borrow() && shared.lock().endpoint.connection_count() == 0 {
+                if (closed || *shutdown.borrow()) && shared.lock().endpoint.connection_count() == 0
+                {
                     break;
                 }
             }
             tracing::debug!("driver stopped");
+            shared.stopped.send_replace(true);
         });
         Ok((driver, DriverChannels { incoming, sessions }))
+    }
+
+    /// Closes every session (CLOSE to each peer) and stops the driver once they are gone.
+    pub fn close_all(&self) {
+        self.shared.closing.store(true, Ordering::Release);
+        self.shared.wake.notify_one();
+    }
+
+    /// Completes when the driver task has stopped.
+    pub async fn stopped(&self) {
+        let mut rx = self.shared.stopped.subscribe();
+        // The sender lives in `Shared`, which this handle keeps alive: `wait_for` ends only
+        // when the flag turns true.
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// Whether closing every session now would lose nothing: no open stream, and every
+    /// byte sent has been acknowledged by the peer.
+    pub fn is_quiescent(&self) -> bool {
+        let inner = self.shared.lock();
+        inner.endpoint.handles().into_iter().all(|h| {
+            inner
+                .endpoint
+                .connection(h)
+                .is_none_or(|c| c.is_quiescent())
+        })
+    }
+
+    /// Open streams across all sessions.
+    pub fn open_streams(&self) -> usize {
+        let inner = self.shared.lock();
+        inner
+            .endpoint
+            .handles()
+            .into_iter()
+            .filter_map(|h| inner.endpoint.connection(h).map(|c| c.stream_count()))
+            .sum()
     }
 
     /// The UDP address the driver is bound to.
@@ -311,7 +367,17 @@ fn route_events(
                 }
             }
             Event::ConnectionLost(err) => {
-                tracing::info!(session = h.0, error = %err, "session ended");
+                if matches!(
+                    err,
+                    ConnectionError::HandshakeTimeout
+                        | ConnectionError::Rejected { .. }
+                        | ConnectionError::Incompatible(_)
+                ) {
+                    // A session that never existed; the forward role reports why at warn.
+                    tracing::debug!(session = h.0, error = %err, "handshake failed");
+                } else {
+                    tracing::info!(session = h.0, error = %err, "session ended");
+                }
                 inner.lost.insert(h, err.clone());
                 if inner.lost.len() > 1024 {
                     inner.lost.clear();

@@ -1,15 +1,17 @@
 //! Forward role: a SOCKSv5 server whose CONNECTs become streams of one tunnel session to
 //! the reverse proxy. The session is re-established whenever it dies.
 
+use crate::drain;
 use crate::driver::{Driver, DriverChannels, SessionEvent};
 use crate::live::Live;
 use crate::reply;
 use crate::resolve::{connect_next, PeerResolver};
 use crate::socks::{self, SocksAuth};
 use crate::tunnel::TunnelStream;
-use ctcp_proto::ConnectionHandle;
+use ctcp_proto::{ConnectionError, ConnectionHandle};
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -21,7 +23,7 @@ use tokio::task::JoinSet;
 pub struct ForwardOptions {
     /// The reverse proxy's name, resolved again for each reconnect.
     pub peer: PeerResolver,
-    /// SOCKS authentication policy (swapped on reload; read per connection).
+    /// SOCKS authentication policy.
     pub auth: Live<SocksAuth>,
     /// How long a SOCKS client may take to send its greeting and request.
     pub handshake_timeout: Duration,
@@ -31,41 +33,115 @@ pub struct ForwardOptions {
     pub fast_open: bool,
     /// How long to let streams drain after SIGTERM.
     pub drain_timeout: Duration,
+    /// How long the first handshake may go unanswered before SOCKS clients get a failure
+    /// reply instead of waiting.
+    pub no_answer_after: Duration,
 }
 
-/// Keeps one session to the reverse proxy alive; publishes the current handle.
+/// What SOCKS clients see of the tunnel.
+#[derive(Debug, Clone)]
+enum Tunnel {
+    /// The first handshake, or the first after an established session was lost, is under
+    /// way: wait for it (at most `no_answer_after`).
+    Connecting,
+    /// A session is established.
+    Up(ConnectionHandle),
+    /// No session can serve now (the reverse does not answer, or refused us); why, for
+    /// the log. Clients get a failure reply at once while the keeper keeps retrying.
+    Down(Arc<str>),
+}
+
+/// How the last attempt failed, so a repeat of the same failure logs at debug level and
+/// only a change (or the first failure) at warn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    NoAnswer,
+    Refused,
+    Lost,
+}
+
+/// How long the first handshake may go unanswered before SOCKS clients are refused: a
+/// second, or three of the configured initial round trips on slower paths. The handshake
+/// itself keeps going until its own timeout.
+pub(crate) fn no_answer_after(t: &ctcp_proto::TransportConfig) -> Duration {
+    (t.initial_rtt * 3).max(Duration::from_secs(1))
+}
+
+/// Keeps one session to the reverse proxy alive; publishes the tunnel's state.
 async fn session_keeper(
     driver: Driver,
     mut channels: DriverChannels,
     mut peer: PeerResolver,
-    current: watch::Sender<Option<ConnectionHandle>>,
+    no_answer_after: Duration,
+    current: watch::Sender<Tunnel>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut backoff = Duration::from_millis(200);
     let mut pending = connect_next(&driver, &mut peer, &mut backoff).await;
+    let mut established = false;
+    let mut last_failure: Option<Failure> = None;
+    let no_answer = tokio::time::sleep(no_answer_after);
+    tokio::pin!(no_answer);
+    let mut no_answer_armed = true;
     loop {
         tokio::select! {
             ev = channels.sessions.recv() => match ev {
-                Some(SessionEvent::Connected(h)) => {
+                Some(SessionEvent::Connected(h)) if h == pending => {
                     tracing::info!(peer = peer.name(), session = h.0, "tunnel session established");
-                    backoff = Duration::from_millis(200);
                     peer.reset();
-                    let _ = current.send(Some(h));
+                    backoff = Duration::from_millis(200);
+                    established = true;
+                    last_failure = None;
+                    let _ = current.send(Tunnel::Up(h));
                 }
-                Some(SessionEvent::Lost(h, e)) => {
+                Some(SessionEvent::Lost(h, e)) if h == pending => {
                     if *shutdown.borrow() {
-                        continue;
+                        return;
                     }
-                    if h == pending {
-                        let _ = current.send(None);
-                        tracing::warn!(peer = peer.name(), error = %e, retry_in = ?backoff, "tunnel session lost; reconnecting");
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(10));
-                        pending = connect_next(&driver, &mut peer, &mut backoff).await;
+                    let name = peer.name().to_owned();
+                    let (failure, why) = if established {
+                        (Failure::Lost, format!("tunnel session to {name} lost: {e}"))
+                    } else if matches!(e, ConnectionError::HandshakeTimeout) {
+                        (Failure::NoAnswer, format!("no answer from {name} ({e})"))
+                    } else {
+                        (Failure::Refused, format!("handshake with {name} failed: {e}"))
+                    };
+                    if last_failure == Some(failure) {
+                        tracing::debug!(peer = %name, retry_in = ?backoff, "{why}; retrying");
+                    } else {
+                        tracing::warn!(peer = %name, retry_in = ?backoff, "{why}; retrying");
                     }
+                    last_failure = Some(failure);
+                    if established {
+                        // A session that worked (the reverse restarting, say) is likely to
+                        // come back at once: clients wait for it as they do at start-up,
+                        // up to `no_answer_after` past the retry.
+                        let _ = current.send(Tunnel::Connecting);
+                        no_answer.as_mut().reset(tokio::time::Instant::now() + backoff + no_answer_after);
+                        no_answer_armed = true;
+                    } else {
+                        let _ = current.send(Tunnel::Down(why.into()));
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = shutdown.changed() => if *shutdown.borrow() { return },
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                    pending = connect_next(&driver, &mut peer, &mut backoff).await;
+                    established = false;
                 }
+                Some(_) => {}
                 None => return,
             },
+            _ = &mut no_answer, if no_answer_armed => {
+                no_answer_armed = false;
+                if matches!(*current.borrow(), Tunnel::Connecting) {
+                    let why = format!("no answer from {} yet", peer.name());
+                    tracing::warn!(peer = peer.name(), "{why}; refusing SOCKS clients until the tunnel is up");
+                    last_failure = Some(Failure::NoAnswer);
+                    let _ = current.send(Tunnel::Down(why.into()));
+                }
+            }
             _ = shutdown.changed() => if *shutdown.borrow() { return },
         }
     }
@@ -82,11 +158,12 @@ pub async fn serve(
     opts: ForwardOptions,
     mut shutdown: watch::Receiver<bool>,
 ) -> io::Result<()> {
-    let (current_tx, current) = watch::channel(None);
+    let (current_tx, current) = watch::channel(Tunnel::Connecting);
     tokio::spawn(session_keeper(
         driver.clone(),
         channels,
         opts.peer.clone(),
+        opts.no_answer_after,
         current_tx,
         shutdown.clone(),
     ));
@@ -115,31 +192,34 @@ pub async fn serve(
             _ = shutdown.changed() => if *shutdown.borrow() { break },
         }
     }
+    // Stop accepting: new SOCKS clients are refused by the kernel from here on.
     drop(listener);
-    tracing::info!(streams = tasks.len(), "draining client connections");
-    let _ = tokio::time::timeout(opts.drain_timeout, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
-    tasks.abort_all();
+    drain::drain_and_close(&driver, &mut tasks, opts.drain_timeout).await;
     Ok(())
 }
 
+/// The session to open a stream on, or why there is none. Waits only while the first
+/// handshake is under way (the keeper turns that into `Down` after `no_answer_after`),
+/// and at most `timeout`.
 async fn wait_session(
-    mut current: watch::Receiver<Option<ConnectionHandle>>,
+    mut current: watch::Receiver<Tunnel>,
     timeout: Duration,
-) -> Option<ConnectionHandle> {
+) -> Result<ConnectionHandle, Arc<str>> {
     let fut = async {
         loop {
-            if let Some(h) = *current.borrow_and_update() {
-                return Some(h);
+            match &*current.borrow_and_update() {
+                Tunnel::Up(h) => return Ok(*h),
+                Tunnel::Down(why) => return Err(why.clone()),
+                Tunnel::Connecting => {}
             }
             if current.changed().await.is_err() {
-                return None;
+                return Err(Arc::from("shutting down"));
             }
         }
     };
-    tokio::time::timeout(timeout, fut).await.ok().flatten()
+    tokio::time::timeout(timeout, fut)
+        .await
+        .unwrap_or_else(|_| Err(Arc::from("no tunnel session in time")))
 }
 
 async fn handle_client(
@@ -147,7 +227,7 @@ async fn handle_client(
     from: SocketAddr,
     driver: Driver,
     opts: ForwardOptions,
-    current: watch::Receiver<Option<ConnectionHandle>>,
+    current: watch::Receiver<Tunnel>,
 ) -> io::Result<()> {
     let _ = tcp.set_nodelay(true);
     let req = match tokio::time::timeout(
@@ -162,10 +242,15 @@ async fn handle_client(
             return Ok(());
         }
     };
-    let Some(session) = wait_session(current, opts.open_timeout).await else {
-        tracing::warn!(%from, target = %req.target, "no tunnel session; refusing");
-        socks::reply(&mut tcp, reply::GENERAL_FAILURE).await?;
-        return Ok(());
+    let session = match wait_session(current, opts.open_timeout).await {
+        Ok(h) => h,
+        Err(why) => {
+            // The keeper logs the cause once at warn; one line per refused client would
+            // flood the log while the peer is down.
+            tracing::debug!(%from, target = %req.target, reason = %why, "no tunnel session; refusing");
+            socks::reply(&mut tcp, reply::GENERAL_FAILURE).await?;
+            return Ok(());
+        }
     };
     let (mut stream, result) = match TunnelStream::open(&driver, session, req.target.clone()) {
         Ok(x) => x,

@@ -6,6 +6,7 @@
 pub mod acl;
 pub mod app;
 pub mod clock;
+mod drain;
 pub mod driver;
 pub mod forward;
 pub mod keys;
@@ -233,6 +234,7 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
             source,
         })?;
     let local_addr = listener.local_addr()?;
+    let no_answer_after = forward::no_answer_after(&s.transport);
     let endpoint = Endpoint::new(EndpointConfig::new(s.psk, s.transport, false), os_seed());
     let (shutdown, rx) = watch::channel(false);
     let (driver, channels) = Driver::spawn(endpoint, udp, rx.clone())?;
@@ -250,6 +252,7 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
         open_timeout: s.open_timeout,
         fast_open: s.fast_open,
         drain_timeout: s.drain_timeout,
+        no_answer_after,
     };
     tracing::info!(socks = %local_addr, peer = %s.peer, "ctcp-forward started");
     let done = tokio::spawn(forward::serve(listener, driver.clone(), channels, opts, rx));

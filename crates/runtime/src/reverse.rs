@@ -2,6 +2,7 @@
 //! and splice bytes both ways.
 
 use crate::acl::Acl;
+use crate::drain;
 use crate::driver::{Driver, DriverChannels, IncomingStream, SessionEvent};
 use crate::live::Live;
 use crate::reply;
@@ -38,6 +39,9 @@ pub async fn serve(
     let mut tasks = JoinSet::new();
     loop {
         tokio::select! {
+            // Shutdown first: once it is seen, no new stream task starts.
+            biased;
+            _ = shutdown.changed() => if *shutdown.borrow() { break },
             incoming = channels.incoming.recv() => {
                 let Some(incoming) = incoming else { break };
                 let driver = driver.clone();
@@ -50,15 +54,34 @@ pub async fn serve(
                 None => break,
             },
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
-            _ = shutdown.changed() => if *shutdown.borrow() { break },
         }
     }
-    tracing::info!(streams = tasks.len(), "draining streams");
-    let _ = tokio::time::timeout(opts.drain_timeout, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
-    tasks.abort_all();
+    // The endpoint refuses new sessions from here on (the driver saw the shutdown too);
+    // streams the forward opens on a live session are refused as well, so it stops
+    // sending new work here, while the open ones finish.
+    let refuse = {
+        let driver = driver.clone();
+        let mut incoming = channels.incoming;
+        let mut sessions = channels.sessions;
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    i = incoming.recv() => {
+                        let Some(i) = i else { return };
+                        tracing::debug!(session = i.conn.0, stream = i.id, "draining: new stream refused");
+                        TunnelStream::new(driver.clone(), i.conn, i.id).fail_open(reply::GENERAL_FAILURE);
+                    }
+                    ev = sessions.recv() => match ev {
+                        Some(SessionEvent::Lost(h, e)) => tracing::info!(session = h.0, error = %e, "session ended"),
+                        Some(SessionEvent::Connected(_)) => {}
+                        None => return,
+                    },
+                }
+            }
+        })
+    };
+    drain::drain_and_close(&driver, &mut tasks, opts.drain_timeout).await;
+    refuse.abort();
     Ok(())
 }
 

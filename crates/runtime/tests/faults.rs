@@ -316,13 +316,15 @@ async fn a_flood_of_random_and_replayed_datagrams_at_the_reverse_changes_nothing
         replies.len(),
         replies.iter().max()
     );
-    // Only stateless resets (21 B) or ACCEPTs answering replayed INITIATE copies (as
-    // long as the copy, never longer than anything sent) may answer, rate-limited.
-    use ctcp_proto::wire::{ACCEPT_LEN, RESET_LEN};
+    // Only stateless resets (17 B), unsigned REJECTs of INITIATE-shaped random datagrams
+    // (23 B, "bad MAC" or "another version") or ACCEPTs answering replayed INITIATE
+    // copies (as long as the copy, never longer than anything sent) may answer,
+    // rate-limited.
+    use ctcp_proto::wire::{ACCEPT_LEN, REJECT_LEN, RESET_LEN};
     assert!(
-        replies
-            .iter()
-            .all(|&l| l == RESET_LEN || (ACCEPT_LEN..=largest_sent).contains(&l)),
+        replies.iter().all(|&l| l == RESET_LEN
+            || l == REJECT_LEN
+            || (ACCEPT_LEN..=largest_sent).contains(&l)),
         "{replies:?}"
     );
     assert!(replies.len() < n / 10, "{} replies", replies.len());

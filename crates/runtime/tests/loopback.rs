@@ -3,7 +3,8 @@
 //! deadline, every transfer is SHA-256 checked.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
-use ctcp_runtime::{Acl, Rule, Running};
+use ctcp_proto::Psk;
+use ctcp_runtime::{start_forward, Acl, ForwardSettings, Rule, Running};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -431,4 +432,116 @@ async fn fast_open_replies_at_once_relays_data_and_resets_on_a_failed_connect() 
         Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset),
         Ok(n) => panic!("read returned Ok({n}) from a refused target; expected a reset"),
     }
+}
+
+/// Time from the SOCKS request to the reply, and the reply code (0 = success).
+async fn timed_connect(
+    proxy: std::net::SocketAddr,
+    target: std::net::SocketAddr,
+) -> (Duration, u8) {
+    let started = tokio::time::Instant::now();
+    let r = tokio::time::timeout(T, socks(proxy, &v4(target), target.port(), 1))
+        .await
+        .expect("no hang");
+    (started.elapsed(), r.err().unwrap_or(0))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn socks_clients_fail_promptly_when_the_key_is_wrong() {
+    // Default timeouts: the prompt failure must not depend on shortened ones.
+    let p = pair_with(&[7; 32], &[8; 32], Acl::default(), |_, _| {}).await;
+    let echo = echo_server().await;
+    for _ in 0..2 {
+        let (took, code) = timed_connect(p.fwd.local_addr, echo).await;
+        assert_eq!(code, 0x01, "general failure");
+        assert!(took < Duration::from_secs(5), "took {took:?}");
+    }
+    let d = p.rev.driver.drops();
+    assert!(d.bad_handshake > 0 && d.rejects_sent > 0, "{d:?}");
+    assert!(p.rev.driver.stats().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn socks_clients_fail_promptly_when_the_reverse_is_down() {
+    // A UDP port that is bound but never answers: the reverse "down" without even an ICMP
+    // port-unreachable to go by.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut fs = ForwardSettings::new(
+        silent.local_addr().unwrap().to_string(),
+        Psk::new(&[7; 32]).unwrap(),
+    );
+    fs.listen = "127.0.0.1:0".parse().unwrap();
+    let fwd = start_forward(fs).await.unwrap();
+    let echo = echo_server().await;
+    for _ in 0..2 {
+        let (took, code) = timed_connect(fwd.local_addr, echo).await;
+        assert_eq!(code, 0x01, "general failure");
+        assert!(took < Duration::from_secs(5), "took {took:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_symbol_size_mismatch_fails_socks_promptly_and_makes_no_session() {
+    let p = pair_with(&[7; 32], &[7; 32], Acl::default(), |f, r| {
+        f.transport.symbol_size = 1280;
+        r.transport.symbol_size = 1408;
+    })
+    .await;
+    let echo = echo_server().await;
+    let (took, code) = timed_connect(p.fwd.local_addr, echo).await;
+    assert_eq!(code, 0x01);
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert!(p.rev.driver.stats().is_empty(), "no session on the reverse");
+    assert!(p.rev.driver.drops().refused > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_an_open_transfer_finish_and_refuses_new_clients() {
+    let p = pair_with(&[7; 32], &[7; 32], Acl::default(), |f, r| {
+        f.drain_timeout = Duration::from_secs(20);
+        r.drain_timeout = Duration::from_secs(20);
+    })
+    .await;
+    let echo = echo_server().await;
+    let data = pattern(11, 24 << 20);
+    let s = socks(p.fwd.local_addr, &v4(echo), echo.port(), 1)
+        .await
+        .expect("connect ok");
+    let (mut r, mut w) = s.into_split();
+    let payload = data.clone();
+    let writer = tokio::spawn(async move {
+        w.write_all(&payload).await.unwrap();
+        w.shutdown().await.unwrap();
+    });
+    let mut back = vec![0u8; 1 << 20];
+    r.read_exact(&mut back).await.unwrap();
+    // Mid-transfer: both ends shut down (as SIGTERM does).
+    p.rev.shutdown.send(true).unwrap();
+    p.fwd.shutdown.send(true).unwrap();
+    let mut rest = Vec::new();
+    r.read_to_end(&mut rest).await.unwrap();
+    back.extend_from_slice(&rest);
+    writer.await.unwrap();
+    assert!(
+        back == data,
+        "byte-exact ({} of {} bytes)",
+        back.len(),
+        data.len()
+    );
+    tokio::time::timeout(T, p.fwd.done)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    tokio::time::timeout(T, p.rev.done)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        tokio::net::TcpStream::connect(p.fwd.local_addr)
+            .await
+            .is_err(),
+        "the SOCKS port is closed after shutdown"
+    );
 }

@@ -13,6 +13,16 @@ impl Connection {
             return;
         }
         if matches!(self.state, State::Handshake { .. }) {
+            // The server settled the parameters (the windows at the smaller of both
+            // offers); a mismatch of what must match means it ignored ours.
+            let params = match self.config.params().negotiate(&accept.params) {
+                Ok(p) => p,
+                Err(m) => {
+                    self.lose(ConnectionError::Incompatible(m));
+                    return;
+                }
+            };
+            self.apply_params(&params);
             let (c2s, s2c) = self
                 .psk
                 .session_keys(&self.client_random, &accept.server_random);
@@ -31,6 +41,77 @@ impl Connection {
             return;
         }
         self.on_train_accept(now, accept);
+    }
+
+    /// Client: a REJECT arrived for this session's handshake. A signed one (the server
+    /// verified our INITIATE, so it holds our key) ends the handshake at once; an unsigned
+    /// one (bad MAC, other version) could be forged by anyone who saw the INITIATE, so it
+    /// ends the handshake only if no ACCEPT arrives within [`Connection::reject_grace`].
+    pub(crate) fn handle_reject(&mut self, now: Instant, reject: &Reject) {
+        let grace = self.reject_grace();
+        let State::Handshake { rejected, .. } = &mut self.state else {
+            return;
+        };
+        if reject.echo[..] != self.client_random[..wire::REJECT_ECHO_LEN] {
+            tracing::debug!(
+                conn = self.conn_id,
+                "dropping a REJECT that does not echo our handshake"
+            );
+            return;
+        }
+        if !reject.reason.is_signed() {
+            if rejected.is_none() {
+                *rejected = Some((now + grace, reject.reason, reject.version));
+            }
+            return;
+        }
+        if self.psk.verify_reject(reject, &self.client_random).is_err() {
+            tracing::debug!(conn = self.conn_id, "dropping a REJECT with a bad MAC");
+            return;
+        }
+        let err = match (reject.reason, &reject.signed) {
+            (RejectReason::Params, Some((theirs, _))) => {
+                match self.config.params().negotiate(theirs) {
+                    Err(m) => ConnectionError::Incompatible(m),
+                    Ok(_) => ConnectionError::Rejected {
+                        reason: RejectReason::Params,
+                        peer_version: reject.version,
+                    },
+                }
+            }
+            (reason, _) => ConnectionError::Rejected {
+                reason,
+                peer_version: reject.version,
+            },
+        };
+        self.lose(err);
+    }
+
+    /// How long an unsigned REJECT waits for an ACCEPT to override it: longer than the
+    /// round trip the configuration expects, so the real server's answer beats a REJECT
+    /// forged near the client, and short enough that a wrong key shows within a second on
+    /// terrestrial paths.
+    pub(super) fn reject_grace(&self) -> Duration {
+        (self.config.initial_rtt * 3).max(Duration::from_millis(500))
+    }
+
+    /// Adopts negotiated parameters before any stream exists: the windows shrink to what
+    /// both ends sized (the encoder is empty, so it is rebuilt; the decoder already holds
+    /// twice our own window, at least twice the peer's encoder window).
+    pub(crate) fn apply_params(&mut self, p: &wire::Params) {
+        if *p == self.config.params() {
+            return;
+        }
+        let cfg = self.config.with_params(p);
+        if cfg.window != self.config.window {
+            self.encoder = Encoder::new(CodecConfig {
+                symbol_size: cfg.symbol_size,
+                window: cfg.window,
+            });
+        }
+        self.peer_max_data = cfg.session_window;
+        self.local_max_data = cfg.session_window;
+        self.config = Arc::new(cfg);
     }
 
     /// Client: a verified ACCEPT arrived at `now`; measure the train (see
@@ -148,6 +229,7 @@ impl Connection {
                 .len
                 .min(self.config.max_datagram)
                 .clamp(wire::ACCEPT_LEN, wire::MAX_HANDSHAKE_LEN),
+            params: self.config.params(),
             mac: [0; wire::MAC_LEN],
         };
         self.psk.sign_accept(&mut accept, &self.client_random);

@@ -23,8 +23,8 @@ use crate::repair_debt::RepairDebt;
 use crate::rtt::RttEstimator;
 use crate::stream::{ReadOutcome, RecvHalf, SendHalf, StreamError};
 use crate::wire::{
-    self, Accept, Ack, Chunk, Chunks, DataHeader, Initiate, LateArrivals, DATA_HEADER_LEN,
-    RANDOM_LEN, TAG_LEN,
+    self, Accept, Ack, Chunk, Chunks, DataHeader, Initiate, LateArrivals, ParamMismatch, Reject,
+    RejectReason, DATA_HEADER_LEN, RANDOM_LEN, TAG_LEN,
 };
 use ctcp_rlnc::{CodecConfig, Decoder, Encoder, SymbolId};
 use std::collections::{BTreeMap, VecDeque};
@@ -58,11 +58,28 @@ pub enum ConnectionError {
     /// Nothing authenticated arrived from the peer for the idle timeout.
     #[error("peer silent for the idle timeout")]
     IdleTimeout,
-    /// The handshake did not complete in time (wrong key, peer down, or path blocked).
-    #[error("handshake timed out")]
+    /// The handshake did not complete in time and nothing answered it (peer down, path
+    /// blocked, or a peer too old to say why it refused).
+    #[error("handshake timed out: no answer from the peer")]
     HandshakeTimeout,
-    /// The peer closed the session.
-    #[error("closed by peer (code {code}): {reason}")]
+    /// The peer answered the handshake with a refusal (see [`RejectReason`]).
+    #[error("{}", rejected_text(*.reason, *.peer_version))]
+    Rejected {
+        /// Why.
+        reason: RejectReason,
+        /// The protocol version the peer speaks.
+        peer_version: u8,
+    },
+    /// A transport parameter both ends must share differs.
+    #[error(
+        "incompatible transport parameter {}: ours {}, the peer's {}",
+        .0.parameter,
+        .0.ours,
+        .0.peer
+    )]
+    Incompatible(ParamMismatch),
+    /// The peer closed the session. The reason is the peer's text, printed escaped.
+    #[error("closed by peer (code {code}): \"{}\"", reason.escape_debug())]
     PeerClosed {
         /// Close code.
         code: u16,
@@ -78,6 +95,22 @@ pub enum ConnectionError {
     /// The peer broke the protocol.
     #[error("protocol violation: {0}")]
     Protocol(&'static str),
+}
+
+fn rejected_text(reason: RejectReason, peer_version: u8) -> String {
+    match reason {
+        RejectReason::Version if peer_version != wire::VERSION => format!(
+            "the peer answered but speaks protocol version {peer_version} (ours {}): upgrade both sides",
+            wire::VERSION
+        ),
+        RejectReason::Auth | RejectReason::Version => {
+            "the peer answered but the handshake failed (different key or version)".into()
+        }
+        RejectReason::Params => "the peer refused our transport parameters".into(),
+        RejectReason::Busy => {
+            "the peer refused the session (at its session limit, or shutting down)".into()
+        }
+    }
 }
 
 /// Something the application should act on.
@@ -233,6 +266,10 @@ enum State {
         initiate: Initiate,
         next_send: Instant,
         attempts: u32,
+        /// An unauthenticated REJECT arrived: the session fails at this time with its
+        /// reason and the peer's version, unless an ACCEPT comes first (a forged REJECT
+        /// must not beat the real server's answer).
+        rejected: Option<(Instant, RejectReason, u8)>,
     },
     /// Keys in place.
     Established,
@@ -625,6 +662,7 @@ impl Connection {
                     initiate,
                     next_send: now,
                     attempts: 0,
+                    rejected: None,
                 };
                 (Side::Client, state, None, client_random, [0; RANDOM_LEN])
             }
@@ -789,6 +827,18 @@ impl Connection {
     /// Number of open streams.
     pub fn stream_count(&self) -> usize {
         self.streams.len()
+    }
+
+    /// Whether closing now loses nothing: no stream is open and every source symbol sent
+    /// has been acknowledged (stream data leaves the stream once it is in a symbol, so an
+    /// empty stream table alone does not mean the peer has it).
+    pub fn is_quiescent(&self) -> bool {
+        self.streams.is_empty() && self.encoder.is_empty() && self.control.is_empty()
+    }
+
+    /// The parameters the session runs with (negotiated once established).
+    pub fn params(&self) -> wire::Params {
+        self.config.params()
     }
 
     pub(crate) fn handle_reset(&mut self) {

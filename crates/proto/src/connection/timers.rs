@@ -31,8 +31,13 @@ impl Connection {
         };
         match &self.state {
             State::Drained => return None,
-            State::Handshake { next_send, .. } => {
+            State::Handshake {
+                next_send,
+                rejected,
+                ..
+            } => {
                 add(Some(*next_send));
+                add(rejected.map(|r| r.0));
                 add(Some(self.created + self.config.handshake_timeout));
                 return t;
             }
@@ -55,7 +60,16 @@ impl Connection {
     pub fn handle_timeout(&mut self, now: Instant) {
         match &self.state {
             State::Drained | State::Closing { .. } => return,
-            State::Handshake { .. } => {
+            State::Handshake { rejected, .. } => {
+                if let Some((at, reason, peer_version)) = *rejected {
+                    if now >= at {
+                        self.lose(ConnectionError::Rejected {
+                            reason,
+                            peer_version,
+                        });
+                        return;
+                    }
+                }
                 if now >= self.created + self.config.handshake_timeout {
                     self.lose(ConnectionError::HandshakeTimeout);
                 }
