@@ -28,6 +28,8 @@ fn key_file(tag: &str, key: &[u8]) -> std::path::PathBuf {
 fn spawn_reverse(port: u16, key_file: &std::path::Path, stderr: Stdio) -> Child {
     Command::new(env!("CARGO_BIN_EXE_ctcp-reverse"))
         .args(["--listen", &format!("127.0.0.1:{port}")])
+        // The targets are on loopback, which the default ACL denies.
+        .args(["--allow", "127.0.0.1"])
         .arg("--psk-file")
         .arg(key_file)
         .args(["--log-level", "info"])
