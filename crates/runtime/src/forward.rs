@@ -3,6 +3,7 @@
 
 use crate::driver::{Driver, DriverChannels, SessionEvent};
 use crate::live::Live;
+use crate::metrics::SocksOutcome;
 use crate::reply;
 use crate::resolve::{connect_next, PeerResolver};
 use crate::socks::{self, SocksAuth};
@@ -125,6 +126,12 @@ pub async fn serve(
     Ok(())
 }
 
+/// Sends a SOCKS reply and counts it.
+async fn socks_reply(driver: &Driver, tcp: &mut TcpStream, code: u8) -> io::Result<()> {
+    driver.count_socks_reply(code);
+    socks::reply(tcp, code).await
+}
+
 async fn wait_session(
     mut current: watch::Receiver<Option<ConnectionHandle>>,
     timeout: Duration,
@@ -156,22 +163,33 @@ async fn handle_client(
     )
     .await
     {
-        Ok(r) => r?,
+        Ok(Ok(r)) => {
+            driver.count_socks_handshake(SocksOutcome::Accepted);
+            r
+        }
+        Ok(Err(e)) => {
+            driver.count_socks_handshake(e.outcome());
+            if let Some(code) = e.reply_code() {
+                driver.count_socks_reply(code);
+            }
+            return Err(e.into());
+        }
         Err(_) => {
+            driver.count_socks_handshake(SocksOutcome::Timeout);
             tracing::debug!(%from, "SOCKS handshake timed out");
             return Ok(());
         }
     };
     let Some(session) = wait_session(current, opts.open_timeout).await else {
         tracing::warn!(%from, target = %req.target, "no tunnel session; refusing");
-        socks::reply(&mut tcp, reply::GENERAL_FAILURE).await?;
+        socks_reply(&driver, &mut tcp, reply::GENERAL_FAILURE).await?;
         return Ok(());
     };
     let (mut stream, result) = match TunnelStream::open(&driver, session, req.target.clone()) {
         Ok(x) => x,
         Err(e) => {
             tracing::warn!(%from, error = %e, "cannot open tunnel stream");
-            socks::reply(&mut tcp, reply::GENERAL_FAILURE).await?;
+            socks_reply(&driver, &mut tcp, reply::GENERAL_FAILURE).await?;
             return Ok(());
         }
     };
@@ -187,11 +205,11 @@ async fn handle_client(
         }
     };
     if opts.fast_open {
-        socks::reply(&mut tcp, reply::SUCCEEDED).await?;
+        socks_reply(&driver, &mut tcp, reply::SUCCEEDED).await?;
         return relay_fast_open(tcp, from, &req.target, stream, result).await;
     }
     let code = result.await;
-    socks::reply(&mut tcp, code).await?;
+    socks_reply(&driver, &mut tcp, code).await?;
     if code != reply::SUCCEEDED {
         tracing::debug!(%from, target = %req.target, code, "target connect failed");
         stream.reset(code);
