@@ -652,6 +652,8 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) -> io::Result<()> {
     let listener = TcpListener::bind(addr).await?;
+    // The bound address: with port 0 in the configuration, this names the real one.
+    let addr = listener.local_addr()?;
     tracing::info!(%addr, "metrics endpoint listening");
     loop {
         tokio::select! {
