@@ -375,3 +375,170 @@ async fn sighup_reloads_the_socks_users_and_keeps_them_on_a_bad_file() {
     drop(p);
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// SOCKS5 CONNECT (no authentication) to an IPv4 `target`; the open stream.
+async fn connect(socks: &str, target: std::net::SocketAddr) -> TcpStream {
+    let std::net::SocketAddr::V4(t) = target else {
+        unreachable!("IPv4 loopback")
+    };
+    let mut s = TcpStream::connect(socks).await.unwrap();
+    let mut req = vec![5, 1, 0, 5, 1, 0, 1];
+    req.extend_from_slice(&t.ip().octets());
+    req.extend_from_slice(&t.port().to_be_bytes());
+    s.write_all(&req).await.unwrap();
+    let mut reply = [0u8; 12];
+    s.read_exact(&mut reply).await.unwrap();
+    assert_eq!((reply[1], reply[3]), (0, 0), "{reply:?}");
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_the_running_processs_sessions() {
+    let d = dir("status");
+    // The reverse runs in this process; an echo server behind it.
+    let mut rs = ctcp_runtime::ReverseSettings::new(ctcp_proto::Psk::new(&KEY).unwrap());
+    rs.listen = "127.0.0.1:0".parse().unwrap();
+    rs.acl = ctcp_runtime::Acl {
+        rules: Vec::new(),
+        default_allow: true,
+    };
+    let rev = ctcp_runtime::start_reverse(rs).await.unwrap();
+    let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let target = echo.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = echo.accept().await {
+            tokio::spawn(async move {
+                let (mut r, mut w) = c.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+
+    let cfg = d.join("forward.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen = \"127.0.0.1:0\"\npeer = \"{}\"\nmetrics_listen = \"127.0.0.1:0\"\n",
+            rev.local_addr
+        ),
+    )
+    .unwrap();
+    let p = Proc::spawn(
+        forward()
+            .env("CTCP_PSK", hex(&KEY))
+            .arg("--config")
+            .arg(&cfg),
+    );
+    // These three lines come from different tasks, in no fixed order.
+    let (mut metrics, mut socks, mut session) = (None, None, None);
+    while metrics.is_none() || socks.is_none() || session.is_none() {
+        let l = p.wait_for("");
+        if l.contains("metrics endpoint listening") {
+            metrics = Some(field(&l, "addr"));
+        } else if l.contains("ctcp-forward started") {
+            socks = Some(field(&l, "socks"));
+        } else if l.contains("tunnel session established") {
+            session = Some(field(&l, "session"));
+        }
+    }
+    let (metrics, socks, session) = (metrics.unwrap(), socks.unwrap(), session.unwrap());
+
+    // One stream open, carrying data while status samples.
+    let mut s = connect(&socks, target).await;
+    let block = vec![0x42u8; 256 * 1024];
+    s.write_all(&block).await.unwrap();
+    let mut back = vec![0u8; block.len()];
+    s.read_exact(&mut back).await.unwrap();
+    assert_eq!(back, block);
+
+    let status = forward()
+        .args(["status", "--sample", "200ms", "--metrics-listen", &metrics])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    assert!(
+        out.starts_with(&format!("ctcp-forward {}", env!("CARGO_PKG_VERSION"))),
+        "{out}"
+    );
+    assert!(out.contains("SOCKS replies: 1 succeeded"), "{out}");
+    let header = out.lines().find(|l| l.starts_with("SESSION")).unwrap();
+    for col in [
+        "PEER",
+        "RTT",
+        "WINDOW",
+        "LOSS",
+        "REPAIR",
+        "GOODPUT IN",
+        "STREAMS",
+    ] {
+        assert!(header.contains(col), "{header}");
+    }
+    // The row names the session as the log did, with the peer, state and one stream.
+    let row = out
+        .lines()
+        .find(|l| l.starts_with(&format!("{session} ")))
+        .unwrap_or_else(|| panic!("no row for session {session}:\n{out}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[1], rev.local_addr.to_string(), "{row}");
+    assert_eq!(cells[2], "established", "{row}");
+    assert_eq!(cells.last(), Some(&"1"), "streams: {row}");
+    drop(s);
+
+    // The same, found through the configuration file instead of the flag.
+    let (ok, out, err) = run(forward()
+        .args(["status", "--sample", "0s", "--config"])
+        .arg(&cfg));
+    // The file says port 0, which no longer names the listener: a clear error, not a hang.
+    assert!(
+        !ok && err.contains("cannot read the metrics endpoint"),
+        "{out}{err}"
+    );
+
+    // No listener configured: says which key to set.
+    let bare = d.join("bare.toml");
+    std::fs::write(&bare, "peer = \"127.0.0.1:9\"\n").unwrap();
+    let (ok, _, err) = run(forward().arg("--config").arg(&bare).arg("status"));
+    assert!(
+        !ok && err.contains("no metrics listener configured: set metrics_listen"),
+        "{err}"
+    );
+    drop(p);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn gen_man_and_gen_completions_write_what_the_package_installs() {
+    let d = dir("gen");
+    let (ok, out, err) = run(forward().arg("gen-man").arg(d.join("man")));
+    assert!(ok, "{err}");
+    let mut pages: Vec<String> = std::fs::read_dir(d.join("man"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    pages.sort();
+    // The hidden generators get no page of their own.
+    assert_eq!(
+        pages,
+        [
+            "ctcp-forward-keygen.1",
+            "ctcp-forward-status.1",
+            "ctcp-forward.1"
+        ],
+        "{out}"
+    );
+    let main = std::fs::read_to_string(d.join("man/ctcp-forward.1")).unwrap();
+    assert!(main.starts_with(".ie \\n(.g .ds Aq"), "roff: {main:.80}");
+    assert!(main.contains("psk\\-file"), "every flag is documented");
+    let (ok, _, err) = run(forward().arg("gen-completions").arg(d.join("c")));
+    assert!(ok, "{err}");
+    for f in ["ctcp-forward.bash", "_ctcp-forward", "ctcp-forward.fish"] {
+        let text = std::fs::read_to_string(d.join("c").join(f)).unwrap();
+        assert!(text.contains("status"), "{f} completes the subcommands");
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}

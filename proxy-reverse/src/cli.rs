@@ -2,7 +2,7 @@
 //! Each flag's help shows the embedded default (the tests check it against the config's).
 
 use clap::Parser;
-use ctcp_config::cli::{CommonArgs, CommonTargets, KeygenArgs};
+use ctcp_config::cli::{CommonArgs, CommonTargets, GenArgs, KeygenArgs, StatusArgs};
 use ctcp_config::{AclRule, ReverseConfig};
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
@@ -25,8 +25,9 @@ pub(crate) struct Cli {
     /// Extra commands (without one, run the proxy).
     #[command(subcommand)]
     pub(crate) command: Option<Command>,
-    /// TOML configuration file (all keys optional; see configs/reverse.toml).
-    #[arg(long, short)]
+    /// TOML configuration file (all keys optional; the commented reference is configs/reverse.toml,
+    /// installed as /etc/ctcp/reverse.toml by the package).
+    #[arg(long, short, global = true)]
     pub(crate) config: Option<PathBuf>,
     /// Validate the configuration and key, print the key's fingerprint and any warnings,
     /// and exit.
@@ -70,6 +71,15 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Write a fresh random pre-shared key (64 hex digits) for both gateways.
     Keygen(KeygenArgs),
+    /// Show the running proxy's live sessions (peer, RTT, window, loss, repairs, goodput,
+    /// streams), read from its metrics endpoint (`metrics_listen`).
+    Status(StatusArgs),
+    /// Write the man pages into DIR (for packaging).
+    #[command(hide = true)]
+    GenMan(GenArgs),
+    /// Write bash, zsh and fish completions into DIR (for packaging).
+    #[command(hide = true)]
+    GenCompletions(GenArgs),
 }
 
 impl Cli {

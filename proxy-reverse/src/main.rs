@@ -3,7 +3,7 @@
 mod cli;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use ctcp_config::ReverseConfig;
 use ctcp_runtime::{app, keys, notes};
 
@@ -21,8 +21,28 @@ fn main() -> std::process::ExitCode {
 #[tokio::main]
 async fn run() -> anyhow::Result<()> {
     let cli = cli::Cli::parse();
-    if let Some(cli::Command::Keygen(k)) = &cli.command {
-        return keys::keygen(k.out.as_deref(), k.force).context("keygen");
+    match &cli.command {
+        Some(cli::Command::Keygen(k)) => {
+            return keys::keygen(k.out.as_deref(), k.force).context("keygen")
+        }
+        Some(cli::Command::Status(s)) => return status(&cli, s),
+        Some(cli::Command::GenMan(g)) => {
+            let pages = ctcp_config::cli::write_man_pages(cli::Cli::command(), &g.dir)
+                .with_context(|| format!("writing man pages to {}", g.dir.display()))?;
+            for p in pages {
+                println!("{}", p.display());
+            }
+            return Ok(());
+        }
+        Some(cli::Command::GenCompletions(g)) => {
+            let files = ctcp_config::cli::write_completions(cli::Cli::command(), &g.dir)
+                .with_context(|| format!("writing completions to {}", g.dir.display()))?;
+            for p in files {
+                println!("{}", p.display());
+            }
+            return Ok(());
+        }
+        None => {}
     }
     let file = match &cli.config {
         Some(p) => ReverseConfig::load(p)?,
@@ -61,4 +81,30 @@ async fn run() -> anyhow::Result<()> {
     app::run_until_signalled(running, log, reload)
         .await
         .context("ctcp-reverse stopped with an error")
+}
+
+/// The configuration `status` reads without --config: the packaged one, if present.
+const DEFAULT_CONFIG: &str = "/etc/ctcp/reverse.toml";
+
+/// `status`: finds the metrics endpoint in the configuration (or --metrics-listen) and
+/// prints the running proxy's sessions.
+fn status(cli: &cli::Cli, args: &ctcp_config::cli::StatusArgs) -> anyhow::Result<()> {
+    let listen = match args.metrics_listen {
+        Some(a) => Some(a),
+        None => {
+            let path = cli.config.clone().or_else(|| {
+                let p = std::path::PathBuf::from(DEFAULT_CONFIG);
+                p.exists().then_some(p)
+            });
+            let file = match &path {
+                Some(p) => ReverseConfig::load(p)?,
+                None => ReverseConfig::default(),
+            };
+            cli.apply(file)?.metrics_listen
+        }
+    };
+    let listen = listen.ok_or(ctcp_runtime::status::StatusError::NoListener)?;
+    let table = ctcp_runtime::status::run(listen, args.sample, "ctcp-reverse")?;
+    print!("{table}");
+    Ok(())
 }

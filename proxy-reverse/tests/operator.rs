@@ -203,3 +203,59 @@ async fn default_acl_denies_loopback_and_sighup_swaps_the_acl() {
     drop(p);
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// The value of `key=` in a tracing text line.
+fn field(line: &str, key: &str) -> String {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_the_running_processs_sessions() {
+    let p = Proc::spawn(reverse().env("CTCP_PSK", hex(&KEY)).args([
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]));
+    // From different tasks, in no fixed order.
+    let (mut metrics, mut udp) = (None, None);
+    while metrics.is_none() || udp.is_none() {
+        let l = p.wait_for("");
+        if l.contains("metrics endpoint listening") {
+            metrics = Some(field(&l, "addr"));
+        } else if l.contains("ctcp-reverse started") {
+            udp = Some(field(&l, "udp"));
+        }
+    }
+    let (metrics, udp) = (metrics.unwrap(), udp.unwrap());
+    let status = || {
+        let out = reverse()
+            .args(["status", "--sample", "0s", "--metrics-listen", &metrics])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let idle = status();
+    assert!(idle.starts_with("ctcp-reverse "), "{idle}");
+    assert!(idle.ends_with("no live sessions\n"), "{idle}");
+
+    let mut fs = ForwardSettings::new(udp, Psk::new(&KEY).unwrap());
+    fs.listen = "127.0.0.1:0".parse().unwrap();
+    let fwd = start_forward(fs).await.unwrap();
+    let session = field(&p.wait_for("session established"), "session");
+    let out = status();
+    let row = out
+        .lines()
+        .find(|l| l.starts_with(&format!("{session} ")))
+        .unwrap_or_else(|| panic!("no row for session {session}:\n{out}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    // The forward's socket is bound to the wildcard address; it reaches us from loopback.
+    let port = fwd.driver.local_addr().port();
+    assert_eq!(cells[1], format!("127.0.0.1:{port}"), "{row}");
+    assert_eq!(cells[2], "established", "{row}");
+    assert!(out.contains("sessions: 1 live, 1 opened"), "{out}");
+}

@@ -2,8 +2,9 @@
 //! config file's value when given.
 
 use crate::{validate_transport, ConfigError, LogConfig, TransportSettings};
+use std::io;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Flags both binaries share, flattened into each one's command line. The defaults shown
@@ -69,6 +70,58 @@ pub struct KeygenArgs {
     /// Replace FILE if it exists (the other gateway then needs the new key too).
     #[arg(long, requires = "out")]
     pub force: bool,
+}
+
+/// `status`: the running proxy's sessions, read from its metrics endpoint.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StatusArgs {
+    /// The running proxy's metrics address [default: `metrics_listen` of the
+    /// configuration: --config FILE, else /etc/ctcp/<forward|reverse>.toml if it exists].
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Time between the two scrapes the goodput is measured over; 0s scrapes once and
+    /// shows no goodput.
+    #[arg(long, value_parser = crate::parse_duration, default_value = "1s")]
+    pub sample: Duration,
+}
+
+/// `gen-man DIR` and `gen-completions DIR` (hidden; used to build the packages).
+#[derive(Debug, Clone, clap::Args)]
+pub struct GenArgs {
+    /// Output directory (created if missing).
+    pub dir: PathBuf,
+}
+
+/// Writes the man pages of `cmd` and of each visible subcommand into `dir`
+/// (`NAME.1`, `NAME-SUB.1`) and returns their paths.
+///
+/// # Errors
+/// If `dir` cannot be created or a page cannot be written.
+pub fn write_man_pages(cmd: clap::Command, dir: &Path) -> io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    clap_mangen::generate_to(cmd, dir)?;
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<io::Result<_>>()?;
+    pages.retain(|p| p.extension().is_some_and(|x| x == "1"));
+    pages.sort();
+    Ok(pages)
+}
+
+/// Writes bash, zsh and fish completions for `cmd` into `dir` and returns their paths
+/// (`NAME.bash`, `_NAME`, `NAME.fish`).
+///
+/// # Errors
+/// If `dir` cannot be created or a file cannot be written.
+pub fn write_completions(cmd: clap::Command, dir: &Path) -> io::Result<Vec<PathBuf>> {
+    use clap_complete::Shell;
+    std::fs::create_dir_all(dir)?;
+    let mut cmd = cmd;
+    let name = cmd.get_name().to_owned();
+    [Shell::Bash, Shell::Zsh, Shell::Fish]
+        .into_iter()
+        .map(|shell| clap_complete::generate_to(shell, &mut cmd, &name, dir))
+        .collect()
 }
 
 /// The config values [`CommonArgs`] may override; both binaries' configs have them all.

@@ -48,6 +48,8 @@ pub(crate) struct Inner {
     pub(crate) endpoint: Endpoint,
     pub(crate) wakers: Wakers,
     pub(crate) lost: HashMap<ConnectionHandle, ConnectionError>,
+    /// Process-wide counters that outlive sessions (see `metrics`).
+    pub(crate) totals: crate::metrics::Totals,
 }
 
 /// Handle to a running driver.
@@ -116,6 +118,7 @@ impl Driver {
                 endpoint,
                 wakers: Wakers::default(),
                 lost: HashMap::new(),
+                totals: crate::metrics::Totals::default(),
             }),
             wake: Notify::new(),
             local_addr,
@@ -148,7 +151,16 @@ impl Driver {
                         }
                         let mut inner = shared.lock();
                         let now = clock::now();
+                        let before = inner.endpoint.connection_count();
                         let res = io.drain(|from, data| inner.endpoint.handle_datagram(now, from, data));
+                        // A server session is established when an INITIATE creates it, with
+                        // no Connected event: report and count the new ones here.
+                        if inner.endpoint.connection_count() > before {
+                            let Inner { endpoint, totals, .. } = &mut *inner;
+                            for h in totals.on_accepted(endpoint) {
+                                let _ = sessions_tx.send(SessionEvent::Connected(h));
+                            }
+                        }
                         if let Err(e) = res {
                             tracing::warn!(error = %e, "UDP receive error");
                         }
@@ -290,6 +302,7 @@ impl Driver {
             endpoint,
             wakers,
             lost,
+            ..
         } = &mut *inner;
         let r = match endpoint.connection_mut(h) {
             Some(c) => Ok(f(c, wakers)),
@@ -342,6 +355,7 @@ fn route_events(
     while let Some((h, event)) = inner.endpoint.poll_event() {
         match event {
             Event::Connected => {
+                inner.totals.on_connected(h);
                 let _ = sessions.send(SessionEvent::Connected(h));
             }
             Event::StreamOpened { id, target } => {
@@ -378,6 +392,9 @@ fn route_events(
                 } else {
                     tracing::info!(session = h.0, error = %err, "session ended");
                 }
+                // The endpoint still holds the connection: keep its final counters.
+                let last = inner.endpoint.connection(h).map(|c| c.stats());
+                inner.totals.on_lost(h, &err, last.as_ref());
                 inner.lost.insert(h, err.clone());
                 if inner.lost.len() > 1024 {
                     inner.lost.clear();

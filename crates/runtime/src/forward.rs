@@ -4,6 +4,7 @@
 use crate::drain;
 use crate::driver::{Driver, DriverChannels, SessionEvent};
 use crate::live::Live;
+use crate::metrics::SocksOutcome;
 use crate::reply;
 use crate::resolve::{connect_next, PeerResolver};
 use crate::socks::{self, SocksAuth};
@@ -198,6 +199,12 @@ pub async fn serve(
     Ok(())
 }
 
+/// Sends a SOCKS reply and counts it.
+async fn socks_reply(driver: &Driver, tcp: &mut TcpStream, code: u8) -> io::Result<()> {
+    driver.count_socks_reply(code);
+    socks::reply(tcp, code).await
+}
+
 /// The session to open a stream on, or why there is none. Waits only while the first
 /// handshake is under way (the keeper turns that into `Down` after `no_answer_after`),
 /// and at most `timeout`.
@@ -236,8 +243,19 @@ async fn handle_client(
     )
     .await
     {
-        Ok(r) => r?,
+        Ok(Ok(r)) => {
+            driver.count_socks_handshake(SocksOutcome::Accepted);
+            r
+        }
+        Ok(Err(e)) => {
+            driver.count_socks_handshake(e.outcome());
+            if let Some(code) = e.reply_code() {
+                driver.count_socks_reply(code);
+            }
+            return Err(e.into());
+        }
         Err(_) => {
+            driver.count_socks_handshake(SocksOutcome::Timeout);
             tracing::debug!(%from, "SOCKS handshake timed out");
             return Ok(());
         }
@@ -248,7 +266,7 @@ async fn handle_client(
             // The keeper logs the cause once at warn; one line per refused client would
             // flood the log while the peer is down.
             tracing::debug!(%from, target = %req.target, reason = %why, "no tunnel session; refusing");
-            socks::reply(&mut tcp, reply::GENERAL_FAILURE).await?;
+            socks_reply(&driver, &mut tcp, reply::GENERAL_FAILURE).await?;
             return Ok(());
         }
     };
@@ -256,7 +274,7 @@ async fn handle_client(
         Ok(x) => x,
         Err(e) => {
             tracing::warn!(%from, error = %e, "cannot open tunnel stream");
-            socks::reply(&mut tcp, reply::GENERAL_FAILURE).await?;
+            socks_reply(&driver, &mut tcp, reply::GENERAL_FAILURE).await?;
             return Ok(());
         }
     };
@@ -272,11 +290,11 @@ async fn handle_client(
         }
     };
     if opts.fast_open {
-        socks::reply(&mut tcp, reply::SUCCEEDED).await?;
+        socks_reply(&driver, &mut tcp, reply::SUCCEEDED).await?;
         return relay_fast_open(tcp, from, &req.target, stream, result).await;
     }
     let code = result.await;
-    socks::reply(&mut tcp, code).await?;
+    socks_reply(&driver, &mut tcp, code).await?;
     if code != reply::SUCCEEDED {
         tracing::debug!(%from, target = %req.target, code, "target connect failed");
         stream.reset(code);

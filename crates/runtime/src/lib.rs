@@ -18,6 +18,7 @@ pub mod resolve;
 pub mod reverse;
 pub mod signals;
 pub mod socks;
+pub mod status;
 pub mod tunnel;
 mod udp;
 

@@ -126,10 +126,11 @@ async fn connect(target: &Target, acl: &Acl, timeout: Duration) -> Result<TcpStr
 
 async fn handle_stream(driver: Driver, incoming: IncomingStream, opts: ReverseOptions) {
     let IncomingStream { conn, id, target } = incoming;
-    let mut stream = TunnelStream::new(driver, conn, id);
+    let mut stream = TunnelStream::new(driver.clone(), conn, id);
     match connect(&target, &opts.acl.load(), opts.connect_timeout).await {
         Ok(mut tcp) => {
             tracing::debug!(session = conn.0, stream = id, %target, "connected to target");
+            driver.count_target_connect(reply::SUCCEEDED);
             if stream.send_open_result(reply::SUCCEEDED).is_err() {
                 return;
             }
@@ -145,6 +146,7 @@ async fn handle_stream(driver: Driver, incoming: IncomingStream, opts: ReverseOp
         }
         Err(code) => {
             tracing::debug!(session = conn.0, stream = id, %target, code, "connect failed");
+            driver.count_target_connect(code);
             stream.fail_open(code);
         }
     }

@@ -1,5 +1,6 @@
 //! SOCKS5 over a TCP stream, using the sans-IO codec of `ctcp-socks5`.
 
+use crate::metrics::SocksOutcome;
 use ctcp_proto::Target;
 use ctcp_socks5::{Reply, ServerHandshake, TargetAddr};
 use std::io;
@@ -19,15 +20,62 @@ pub struct SocksRequest {
     pub early_data: Vec<u8>,
 }
 
+/// Why a SOCKS handshake produced no request.
+#[derive(Debug, thiserror::Error)]
+pub enum AcceptError {
+    /// The connection failed or the client closed it.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    /// The client broke the protocol or failed authentication; the matching reply (if the
+    /// protocol has one) was sent.
+    #[error(transparent)]
+    Protocol(#[from] ctcp_socks5::Error),
+    /// More bytes than any valid handshake has.
+    #[error("SOCKS handshake too long")]
+    TooLong,
+}
+
+impl AcceptError {
+    /// The outcome to count.
+    pub fn outcome(&self) -> SocksOutcome {
+        use ctcp_socks5::Error as E;
+        match self {
+            AcceptError::Io(_) => SocksOutcome::ClientClosed,
+            AcceptError::Protocol(E::AuthFailed) => SocksOutcome::AuthFailed,
+            AcceptError::Protocol(E::NoAcceptableMethod | E::BadVersion(_)) => {
+                SocksOutcome::NoAcceptableMethod
+            }
+            AcceptError::Protocol(_) | AcceptError::TooLong => SocksOutcome::BadRequest,
+        }
+    }
+
+    /// The reply code sent to the client before closing, if the failure has one.
+    pub fn reply_code(&self) -> Option<u8> {
+        match self {
+            AcceptError::Protocol(e) => e.as_reply().map(|r| r.code()),
+            _ => None,
+        }
+    }
+}
+
+impl From<AcceptError> for io::Error {
+    fn from(e: AcceptError) -> io::Error {
+        match e {
+            AcceptError::Io(e) => e,
+            other => io::Error::new(io::ErrorKind::InvalidData, other.to_string()),
+        }
+    }
+}
+
 /// Longest handshake we buffer: greeting (257) + auth (513) + request (262), rounded up.
 const MAX_HANDSHAKE: usize = 2048;
 
 /// Runs the server side of the handshake. Protocol errors are answered with the right
-/// code and returned as `InvalidData`.
+/// code and returned as [`AcceptError::Protocol`].
 ///
 /// # Errors
 /// I/O errors, EOF before the request, or a protocol violation.
-pub async fn accept(tcp: &mut TcpStream, auth: &SocksAuth) -> io::Result<SocksRequest> {
+pub async fn accept(tcp: &mut TcpStream, auth: &SocksAuth) -> Result<SocksRequest, AcceptError> {
     let mut hs = ServerHandshake::new(auth.clone());
     let mut buf = Vec::with_capacity(512);
     let mut chunk = [0u8; 1024];
@@ -37,14 +85,12 @@ pub async fn accept(tcp: &mut TcpStream, auth: &SocksAuth) -> io::Result<SocksRe
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "client closed during SOCKS handshake",
-            ));
+            )
+            .into());
         }
         buf.extend_from_slice(&chunk[..n]);
         if buf.len() > MAX_HANDSHAKE {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "SOCKS handshake too long",
-            ));
+            return Err(AcceptError::TooLong);
         }
         match hs.feed(&buf) {
             Ok(step) => {
@@ -68,7 +114,7 @@ pub async fn accept(tcp: &mut TcpStream, auth: &SocksAuth) -> io::Result<SocksRe
                 if !bytes.is_empty() {
                     let _ = tcp.write_all(&bytes).await;
                 }
-                return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string()));
+                return Err(AcceptError::Protocol(e));
             }
         }
     }
