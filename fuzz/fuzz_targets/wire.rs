@@ -1,6 +1,6 @@
 //! Every wire parser on arbitrary bytes: packet headers, handshake, chunks, frames.
 #![no_main]
-use ctcp_proto::frame::Frames;
+use ctcp_proto::fuzzing::Frames;
 use ctcp_proto::wire::{peek_conn_id, Accept, Chunks, DataHeader, Initiate, Reject, Reset};
 use libfuzzer_sys::fuzz_target;
 

@@ -96,6 +96,83 @@ impl Target {
     }
 }
 
+/// The result code of an OPEN_RESULT frame: how the reverse side's connect to a stream's
+/// target went. The values are the SOCKS5 reply codes 0x00–0x06 (RFC 1928 §6) so that
+/// older peers, which sent those codes as raw bytes, read the same; `ctcp-runtime` maps
+/// each to its SOCKS reply in one place. A code this version does not know reads as
+/// [`OpenResult::GeneralFailure`]: every code but 0 is a failure, and the opener must
+/// fail the stream whichever failure it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpenResult {
+    /// 0x00: connected.
+    Succeeded,
+    /// 0x01: any other failure (also every code this version does not know).
+    GeneralFailure,
+    /// 0x02: the reverse proxy's ACL denies the target.
+    NotAllowed,
+    /// 0x03: no route to the target's network.
+    NetworkUnreachable,
+    /// 0x04: the host is unreachable, or its name did not resolve.
+    HostUnreachable,
+    /// 0x05: the target refused the connection.
+    ConnectionRefused,
+    /// 0x06: the connect attempt (or the name lookup) timed out.
+    TimedOut,
+}
+
+impl OpenResult {
+    /// Every result, in wire order.
+    pub const ALL: [OpenResult; 7] = [
+        OpenResult::Succeeded,
+        OpenResult::GeneralFailure,
+        OpenResult::NotAllowed,
+        OpenResult::NetworkUnreachable,
+        OpenResult::HostUnreachable,
+        OpenResult::ConnectionRefused,
+        OpenResult::TimedOut,
+    ];
+
+    /// The wire byte.
+    pub fn code(self) -> u8 {
+        match self {
+            OpenResult::Succeeded => 0x00,
+            OpenResult::GeneralFailure => 0x01,
+            OpenResult::NotAllowed => 0x02,
+            OpenResult::NetworkUnreachable => 0x03,
+            OpenResult::HostUnreachable => 0x04,
+            OpenResult::ConnectionRefused => 0x05,
+            OpenResult::TimedOut => 0x06,
+        }
+    }
+
+    /// The result a wire byte names; unknown codes are [`OpenResult::GeneralFailure`].
+    pub fn from_code(code: u8) -> OpenResult {
+        Self::ALL
+            .into_iter()
+            .find(|r| r.code() == code)
+            .unwrap_or(OpenResult::GeneralFailure)
+    }
+
+    /// Whether the stream is connected.
+    pub fn is_success(self) -> bool {
+        self == OpenResult::Succeeded
+    }
+}
+
+impl fmt::Display for OpenResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OpenResult::Succeeded => "succeeded",
+            OpenResult::GeneralFailure => "general failure",
+            OpenResult::NotAllowed => "not allowed",
+            OpenResult::NetworkUnreachable => "network unreachable",
+            OpenResult::HostUnreachable => "host unreachable",
+            OpenResult::ConnectionRefused => "connection refused",
+            OpenResult::TimedOut => "timed out",
+        })
+    }
+}
+
 impl Reader<'_> {
     /// Reads a big-endian u16 (network order, as in SOCKS addresses).
     pub fn u16_be(&mut self, what: &'static str) -> Result<u16, WireError> {
@@ -113,12 +190,12 @@ pub enum Frame<'a> {
         /// Where the reverse side should connect.
         target: Target,
     },
-    /// The connect result for a stream (0 = connected; otherwise a failure code).
+    /// The connect result for a stream.
     OpenResult {
         /// The stream.
         id: StreamId,
-        /// Result code; see `ctcp-runtime` for the mapping to SOCKS replies.
-        code: u8,
+        /// How the connect went.
+        code: OpenResult,
     },
     /// Stream bytes at an offset.
     Stream {
@@ -184,7 +261,7 @@ const F_PADDING: u8 = 0x00;
 /// Bytes of the STREAM frame header for stream `id` at `offset` in its length form (type,
 /// id, offset, length u16), the form a frame that other frames follow needs.
 #[must_use]
-pub fn stream_header_len(id: StreamId, offset: u64) -> usize {
+pub(crate) fn stream_header_len(id: StreamId, offset: u64) -> usize {
     stream_last_header_len(id, offset) + 2
 }
 
@@ -192,7 +269,7 @@ pub fn stream_header_len(id: StreamId, offset: u64) -> usize {
 /// (type, id, offset; no length, see [`Frame::emit_last`]), so a sender can size the frame
 /// that ends a symbol to fill it exactly.
 #[must_use]
-pub fn stream_last_header_len(id: StreamId, offset: u64) -> usize {
+pub(crate) fn stream_last_header_len(id: StreamId, offset: u64) -> usize {
     1 + varint_len(id) + varint_len(offset)
 }
 
@@ -201,7 +278,7 @@ pub fn stream_last_header_len(id: StreamId, offset: u64) -> usize {
 /// only after writing a frame that nothing follows it. Returns whether it did; anything
 /// else at `start` (another frame type, a frame that does not end the payload, a
 /// malformed one) is left as it is.
-pub fn drop_final_stream_length(payload: &mut Vec<u8>, start: usize) -> bool {
+pub(crate) fn drop_final_stream_length(payload: &mut Vec<u8>, start: usize) -> bool {
     let Some(tail) = payload.get(start..) else {
         return false;
     };
@@ -236,7 +313,7 @@ impl Frame<'_> {
             Frame::OpenResult { id, code } => {
                 out.push(F_OPEN_RESULT);
                 put_varint(out, *id);
-                out.push(*code);
+                out.push(code.code());
             }
             Frame::Stream {
                 id,
@@ -303,6 +380,7 @@ impl Frame<'_> {
     }
 
     /// Encoded size of the frame in its payload-ending form ([`Frame::emit_last`]).
+    #[cfg(test)]
     pub fn encoded_len_last(&self) -> usize {
         match self {
             Frame::Stream {
@@ -350,7 +428,7 @@ impl<'a> Frames<'a> {
             },
             F_OPEN_RESULT => Frame::OpenResult {
                 id: r.varint("stream id")?,
-                code: r.u8("code")?,
+                code: OpenResult::from_code(r.u8("code")?),
             },
             F_STREAM | F_STREAM_FIN => {
                 let id = r.varint("stream id")?;
@@ -454,7 +532,10 @@ mod tests {
                 id: 12,
                 target: Target::Ip("10.0.0.1:80".parse().unwrap()),
             },
-            Frame::OpenResult { id: 4, code: 5 },
+            Frame::OpenResult {
+                id: 4,
+                code: OpenResult::ConnectionRefused,
+            },
             Frame::Path {
                 rate: 1_250_000,
                 rtt_us: 500_123,
@@ -644,5 +725,22 @@ mod tests {
         let shown = t.to_string();
         assert!(!shown.chars().any(char::is_control), "{shown:?}");
         assert_eq!(shown, "evil\\n\\u{1b}[2Jname:80");
+    }
+
+    #[test]
+    fn open_result_codes_round_trip_and_unknown_ones_read_as_failure() {
+        for (i, r) in OpenResult::ALL.into_iter().enumerate() {
+            assert_eq!(usize::from(r.code()), i, "wire order");
+            assert_eq!(OpenResult::from_code(r.code()), r);
+            let mut out = Vec::new();
+            Frame::OpenResult { id: 9, code: r }.emit(&mut out);
+            let back: Vec<_> = Frames::new(&out).collect::<Result<_, _>>().unwrap();
+            assert_eq!(back, vec![Frame::OpenResult { id: 9, code: r }]);
+        }
+        for code in 7..=u8::MAX {
+            assert_eq!(OpenResult::from_code(code), OpenResult::GeneralFailure);
+        }
+        assert!(OpenResult::Succeeded.is_success());
+        assert!(!OpenResult::TimedOut.is_success());
     }
 }

@@ -3,28 +3,45 @@
 //! Bytes and `Instant`s go in, bytes and events come out; randomness comes from a seeded RNG.
 //! Nothing here reads the clock, touches a socket or knows tokio, so whole transfers can be
 //! simulated deterministically on virtual time (see `ctcp-sim`).
+//!
+//! The public surface is what the runtime, the simulator, the benches and the tests use:
+//! the [`Endpoint`] and its [`Connection`]s, their configuration, and the wire format
+//! ([`wire`]). Congestion control, the estimators, the pacer and the redundancy policy are
+//! parts of a connection, private to this crate; the frame parser is public only with the
+//! `fuzzing` feature ([`fuzzing`]).
 #![deny(unsafe_code)]
 
-pub mod cc;
+mod cc;
 pub mod config;
 pub mod connection;
 pub mod crypto;
 pub mod endpoint;
-pub mod estimate;
-pub mod frame;
+mod estimate;
+// Its parser is public only for fuzzing; without the feature its `pub` items are the
+// crate's own.
+#[cfg_attr(not(feature = "fuzzing"), allow(unreachable_pub))]
+mod frame;
 mod handshake_train;
-pub mod pacer;
-pub mod redundancy;
+mod pacer;
+mod redundancy;
 mod repair_debt;
-pub mod rtt;
+mod rtt;
 pub mod stream;
 pub mod wire;
 
+pub use cc::ControllerKind;
 pub use config::TransportConfig;
 pub use connection::{
     Connection, ConnectionError, ConnectionStats, Event, Side, StreamApiError, Transmit,
 };
 pub use crypto::Psk;
 pub use endpoint::{ConnectionHandle, DropCounters, Endpoint, EndpointConfig};
-pub use frame::{StreamId, Target};
+pub use frame::{OpenResult, StreamId, Target};
 pub use stream::ReadOutcome;
+
+/// Parsers the fuzz targets drive directly (`fuzz/`, which enables the feature): nothing
+/// outside this crate parses frames otherwise.
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing {
+    pub use crate::frame::{Frame, Frames};
+}

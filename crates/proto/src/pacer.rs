@@ -9,9 +9,9 @@
 use std::time::{Duration, Instant};
 
 /// Pacing gain for slow start.
-pub const SLOW_START_GAIN: f64 = 2.0;
+pub(crate) const SLOW_START_GAIN: f64 = 2.0;
 /// Pacing gain after slow start.
-pub const CONGESTION_AVOIDANCE_GAIN: f64 = 1.25;
+pub(crate) const CONGESTION_AVOIDANCE_GAIN: f64 = 1.25;
 /// Fewest datagrams the bucket holds.
 const MIN_BURST: u64 = 2;
 /// Most datagrams the bucket holds.
@@ -20,7 +20,7 @@ const MAX_BURST: u64 = 10;
 /// Token-bucket pacer (see the module docs). Call [`Pacer::delay`] before sending a
 /// datagram and [`Pacer::on_sent`] after.
 #[derive(Debug, Clone)]
-pub struct Pacer {
+pub(crate) struct Pacer {
     /// Available tokens in bytes (fractional: refills are rate × elapsed time).
     tokens: f64,
     /// Bucket size at the last refill, in bytes.
@@ -35,7 +35,7 @@ impl Pacer {
     /// A pacer whose bucket starts full (`MIN_BURST`..`MAX_BURST` datagrams of `mtu`), with
     /// gain [`SLOW_START_GAIN`] until [`Pacer::set_gain`] says otherwise (the safe default:
     /// a lower gain would cap slow start's growth).
-    pub fn new(mtu: usize) -> Self {
+    pub(crate) fn new(mtu: usize) -> Self {
         let capacity = (MAX_BURST * mtu.max(1) as u64) as f64;
         Pacer {
             tokens: capacity,
@@ -49,7 +49,7 @@ impl Pacer {
     /// Sets the pacing gain, e.g. [`SLOW_START_GAIN`] or [`CONGESTION_AVOIDANCE_GAIN`] by the
     /// controller's phase. Values below 1 are raised to 1 (pacing must not undercut the
     /// window).
-    pub fn set_gain(&mut self, gain: f64) {
+    pub(crate) fn set_gain(&mut self, gain: f64) {
         self.gain = if gain.is_finite() {
             gain.max(1.0)
         } else {
@@ -58,14 +58,15 @@ impl Pacer {
     }
 
     /// Current pacing gain.
-    pub fn gain(&self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn gain(&self) -> f64 {
         self.gain
     }
 
     /// When the next datagram of `mtu` bytes may leave: `None` if now, else the instant the
     /// bucket will hold enough tokens. A zero `srtt` disables pacing (no rate is known); a
     /// zero window counts as one packet, so the answer is always finite.
-    pub fn delay(
+    pub(crate) fn delay(
         &mut self,
         now: Instant,
         window_packets: u64,
@@ -89,7 +90,7 @@ impl Pacer {
 
     /// `bytes` left at `now`: take them from the bucket (it may go negative by less than one
     /// datagram only if the caller ignores [`Pacer::delay`]; the debt is repaid first).
-    pub fn on_sent(&mut self, now: Instant, bytes: usize) {
+    pub(crate) fn on_sent(&mut self, now: Instant, bytes: usize) {
         self.refill(now);
         self.tokens -= bytes as f64;
         // Never carry more than one bucket of debt: a caller that ignores pacing (e.g. a

@@ -34,9 +34,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// Loss rate below which no proactive repair is sent.
-pub const CLEAN_LOSS: f64 = 0.001;
+pub(crate) const CLEAN_LOSS: f64 = 0.001;
 /// Largest block computed exactly; larger ones scale its repair ratio.
-pub const MAX_BLOCK: u32 = 1024;
+pub(crate) const MAX_BLOCK: u32 = 1024;
 /// Blocks up to this size are computed at their exact k.
 const EXACT_BLOCK: u32 = 64;
 /// Highest loss rate planned for; estimates above are clamped (beyond it no code helps).
@@ -56,7 +56,7 @@ const RTT_HIGH: Duration = Duration::from_millis(500);
 
 /// A loss process to plan repairs for.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum LossModel {
+pub(crate) enum LossModel {
     /// Independent loss with probability `p` per transmission.
     Bernoulli {
         /// Loss probability.
@@ -68,7 +68,8 @@ pub enum LossModel {
 
 /// Decode target for a path with this RTT: 0.9 at ≤ 20 ms, 0.99 at 100 ms, 0.999 at
 /// ≥ 500 ms, log-linear in between (see the module docs).
-pub fn target_probability(rtt: Duration) -> f64 {
+#[cfg(test)]
+pub(crate) fn target_probability(rtt: Duration) -> f64 {
     1.0 - failure_budget(rtt)
 }
 
@@ -85,7 +86,8 @@ fn failure_budget(rtt: Duration) -> f64 {
 }
 
 /// Probability that at least `k` of `n` transmissions arrive under `model`.
-pub fn decode_probability(k: u32, n: u32, model: LossModel) -> f64 {
+#[cfg(test)]
+pub(crate) fn decode_probability(k: u32, n: u32, model: LossModel) -> f64 {
     let mut dp = Recursion::new(k, model);
     for _ in 0..n {
         dp.step();
@@ -95,7 +97,7 @@ pub fn decode_probability(k: u32, n: u32, model: LossModel) -> f64 {
 
 /// Fewest transmissions `n ≥ k` such that at least `k` arrive with probability ≥ `target`
 /// under `model`; at most `16·k + 256` (hopeless loss rates are not chased).
-pub fn transmissions_needed(k: u32, model: LossModel, target: f64) -> u32 {
+pub(crate) fn transmissions_needed(k: u32, model: LossModel, target: f64) -> u32 {
     if k == 0 {
         return 0;
     }
@@ -245,7 +247,7 @@ struct Memo {
 /// Chooses proactive and reactive repair counts (see the module docs). Methods take `&self`
 /// (the memo sits behind a mutex), so it can be queried from read-only paths.
 #[derive(Debug, Default)]
-pub struct RedundancyPolicy {
+pub(crate) struct RedundancyPolicy {
     memo: Mutex<Memo>,
 }
 
@@ -258,7 +260,8 @@ impl Clone for RedundancyPolicy {
 
 impl RedundancyPolicy {
     /// A policy with an empty memo.
-    pub fn new() -> Self {
+    #[cfg(test)]
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
@@ -292,7 +295,7 @@ impl RedundancyPolicy {
     /// `p` (e.g. [`LossEstimator::p`](crate::estimate::loss::LossEstimator::p)), burstiness
     /// `gilbert` (used when it is burstier than independent loss; the stationary loss is
     /// taken from `p`) and path RTT `rtt` (which sets the target). 0 below 0.1 % loss.
-    pub fn repairs_per_block(
+    pub(crate) fn repairs_per_block(
         &self,
         k: u32,
         p: f64,
@@ -318,7 +321,7 @@ impl RedundancyPolicy {
 
     /// Proactive repairs per source symbol, `(n − k)/k`, for the same inputs as
     /// [`Self::repairs_per_block`].
-    pub fn repair_ratio(
+    pub(crate) fn repair_ratio(
         &self,
         k: u32,
         p: f64,
@@ -335,16 +338,19 @@ impl RedundancyPolicy {
     /// longer than ~1.25 srtt: the fewest `n ≥ deficit` such that at least `deficit` arrive
     /// at loss `p` with the target probability of the RTT last passed to
     /// [`Self::repairs_per_block`]/[`Self::repair_ratio`] (99 % before any).
-    pub fn reactive_repairs(&self, deficit: u32, p: f64) -> u32 {
+    #[cfg(test)]
+    pub(crate) fn reactive_repairs(&self, deficit: u32, p: f64) -> u32 {
         let fail = self.memo().reactive_fail.unwrap_or(0.01);
         self.reactive(deficit, p, fail)
     }
 
     /// [`Self::reactive_repairs`] with the target for an explicit `rtt`.
-    pub fn reactive_repairs_for(&self, deficit: u32, p: f64, rtt: Duration) -> u32 {
+    #[cfg(test)]
+    pub(crate) fn reactive_repairs_for(&self, deficit: u32, p: f64, rtt: Duration) -> u32 {
         self.reactive(deficit, p, failure_budget(rtt))
     }
 
+    #[cfg(test)]
     fn reactive(&self, deficit: u32, p: f64, fail: f64) -> u32 {
         if deficit == 0 {
             return 0;

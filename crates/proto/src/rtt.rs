@@ -12,13 +12,13 @@
 use std::time::{Duration, Instant};
 
 /// Default length of the window over which [`RttEstimator::min_rtt`] is the minimum (as BBR).
-pub const DEFAULT_MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
 
 /// Length of [`RttEstimator::floor_rtt`]'s window in min-RTT windows: long enough to
 /// outlast a standing queue's drift of the min-RTT filter (in the simulator a ctcp and a
 /// Cubic flow at 100 ms kept one standing for 40 s before it drifted 70 % above the path
 /// delay), short enough that a route onto a longer path is believed within a minute.
-pub const FLOOR_WINDOWS: u32 = 6;
+pub(crate) const FLOOR_WINDOWS: u32 = 6;
 
 /// Weight of [`RttEstimator::jitter`]'s moving average: the mean over about this many
 /// samples.
@@ -89,7 +89,7 @@ impl WindowedMin {
 /// RTT estimator: RFC 9002 smoothing plus the windowed minima CTCP's congestion control
 /// needs. All time comes in as arguments (sans-IO).
 #[derive(Debug, Clone)]
-pub struct RttEstimator {
+pub(crate) struct RttEstimator {
     initial: Duration,
     latest: Duration,
     smoothed: Duration,
@@ -109,7 +109,7 @@ pub struct RttEstimator {
 impl RttEstimator {
     /// Creates an estimator that reports `initial_rtt` (and half of it as variance) until
     /// the first sample arrives, with the default 10 s min-RTT window.
-    pub fn new(initial_rtt: Duration) -> Self {
+    pub(crate) fn new(initial_rtt: Duration) -> Self {
         RttEstimator {
             initial: initial_rtt,
             latest: initial_rtt,
@@ -129,13 +129,14 @@ impl RttEstimator {
     /// Sets the window of [`Self::min_rtt`]: longer is steadier, shorter follows route
     /// changes sooner. Zero is raised to 1 ms.
     #[must_use]
-    pub fn with_min_rtt_window(mut self, window: Duration) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_min_rtt_window(mut self, window: Duration) -> Self {
         self.min_window = window.max(Duration::from_millis(1));
         self
     }
 
     /// Window over which [`Self::min_rtt`] is a minimum.
-    pub fn min_rtt_window(&self) -> Duration {
+    pub(crate) fn min_rtt_window(&self) -> Duration {
         self.min_window
     }
 
@@ -144,7 +145,7 @@ impl RttEstimator {
     /// The minima see the raw sample (as RFC 9002's `min_rtt`, so a misreported delay
     /// cannot pull them below the path's true RTT); the smoothed RTT sees the sample minus
     /// `ack_delay` when that still leaves it at or above the minimum.
-    pub fn update(&mut self, now: Instant, sample: Duration, ack_delay: Duration) {
+    pub(crate) fn update(&mut self, now: Instant, sample: Duration, ack_delay: Duration) {
         if self.has_samples {
             let step = sample.abs_diff(self.latest);
             self.jitter = (self.jitter * (JITTER_GAIN - 1) + step) / JITTER_GAIN;
@@ -175,23 +176,24 @@ impl RttEstimator {
     }
 
     /// Smoothed RTT (RFC 9002); the initial RTT before the first sample.
-    pub fn srtt(&self) -> Duration {
+    pub(crate) fn srtt(&self) -> Duration {
         self.smoothed
     }
 
     /// RTT variance (RFC 9002 `rttvar`).
-    pub fn rttvar(&self) -> Duration {
+    #[cfg(test)]
+    pub(crate) fn rttvar(&self) -> Duration {
         self.var
     }
 
     /// The most recent raw sample; the initial RTT before the first sample.
-    pub fn latest(&self) -> Duration {
+    pub(crate) fn latest(&self) -> Duration {
         self.latest
     }
 
     /// Minimum RTT over the last [`Self::min_rtt_window`] (default 10 s): the estimated
     /// propagation delay. The initial RTT before the first sample.
-    pub fn min_rtt(&self) -> Duration {
+    pub(crate) fn min_rtt(&self) -> Duration {
         self.min_filter.get().unwrap_or(self.initial)
     }
 
@@ -201,14 +203,14 @@ impl RttEstimator {
     /// [`Self::min_rtt`] rises to the standing level, and a congestion gate judged
     /// against it alone reads a full queue as an empty one (see the CTCP controller's
     /// backoff gate). The initial RTT before the first sample.
-    pub fn floor_rtt(&self) -> Duration {
+    pub(crate) fn floor_rtt(&self) -> Duration {
         self.floor_filter.get().unwrap_or(self.initial)
     }
 
     /// Time since the sample that [`Self::min_rtt`] reports was taken (zero before any):
     /// when it nears [`Self::min_rtt_window`] the minimum is about to expire, and a sender
     /// that keeps a standing queue should drain it so the true minimum is seen again.
-    pub fn min_rtt_age(&self, now: Instant) -> Duration {
+    pub(crate) fn min_rtt_age(&self, now: Instant) -> Duration {
         self.min_filter
             .time()
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
@@ -216,7 +218,7 @@ impl RttEstimator {
 
     /// Minimum RTT sample within (about) the last smoothed RTT: CTCP's "current-RTT
     /// minimum". Above [`Self::min_rtt`] it means a standing queue, not a one-off spike.
-    pub fn round_min(&self) -> Duration {
+    pub(crate) fn round_min(&self) -> Duration {
         self.round_filter.get().unwrap_or(self.initial)
     }
 
@@ -226,7 +228,7 @@ impl RttEstimator {
     /// a queue by the RTT's rise above its minimum must add a multiple of this.
     /// Starts from zero, so a step in the first samples (a queue forming) is not taken
     /// for noise.
-    pub fn jitter(&self) -> Duration {
+    pub(crate) fn jitter(&self) -> Duration {
         self.jitter
     }
 
@@ -235,17 +237,17 @@ impl RttEstimator {
     /// still showed a third of the real jitter when slow start judged its first round, so
     /// the slow-start exit fired at 32 packets on a 500 ms ± 125 ms path; a one-off step
     /// weighs as much here, which is why only slow start's exits use it.
-    pub fn early_jitter(&self) -> Duration {
+    pub(crate) fn early_jitter(&self) -> Duration {
         self.early_jitter
     }
 
     /// Probe timeout: `srtt + max(4·rttvar, 1 ms) + max_ack_delay` (RFC 9002 §6.2.1).
-    pub fn pto(&self, max_ack_delay: Duration) -> Duration {
+    pub(crate) fn pto(&self, max_ack_delay: Duration) -> Duration {
         self.smoothed + (self.var * 4).max(GRANULARITY) + max_ack_delay
     }
 
     /// Whether at least one sample has been fed.
-    pub fn has_samples(&self) -> bool {
+    pub(crate) fn has_samples(&self) -> bool {
         self.has_samples
     }
 }

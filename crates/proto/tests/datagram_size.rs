@@ -150,10 +150,12 @@ fn accepts_never_exceed_the_initiate_that_drew_them() {
 /// the fact, as nothing follows it).
 #[test]
 fn source_packets_end_with_a_length_less_stream_frame() {
-    use ctcp_proto::frame::stream_last_header_len;
     use ctcp_proto::wire::{
-        ACK_CHUNK_MAX_LEN, DATA_HEADER_LEN, REPAIR_HEADER_LEN, SOURCE_LAST_HEADER_LEN, TAG_LEN,
+        varint_len, ACK_CHUNK_MAX_LEN, DATA_HEADER_LEN, REPAIR_HEADER_LEN, SOURCE_LAST_HEADER_LEN,
+        TAG_LEN,
     };
+    // STREAM_LAST's header as docs/PROTOCOL.md gives it: type, stream id, offset.
+    let stream_last_header_len = |id: u64, offset: u64| 1 + varint_len(id) + varint_len(offset);
     let config = TransportConfig::default();
     let (s, max) = (config.symbol_size, config.max_datagram);
     let mut d = Duo::new(config);

@@ -7,13 +7,13 @@ use crate::rtt::RttEstimator;
 use std::time::Instant;
 
 /// RFC 9438 `C` in packets / s³.
-pub const C: f64 = 0.4;
+pub(crate) const C: f64 = 0.4;
 /// RFC 9438 multiplicative decrease factor.
-pub const BETA: f64 = 0.7;
+pub(crate) const BETA: f64 = 0.7;
 
 /// The RFC 9438 Cubic controller.
 #[derive(Debug, Clone)]
-pub struct Cubic {
+pub(crate) struct Cubic {
     cfg: CcConfig,
     cwnd: f64,
     ssthresh: f64,
@@ -29,7 +29,7 @@ pub struct Cubic {
 
 impl Cubic {
     /// A controller in slow start at `cfg.initial_window`.
-    pub fn new(cfg: CcConfig) -> Self {
+    pub(crate) fn new(cfg: CcConfig) -> Self {
         let cwnd = cfg
             .initial_window
             .clamp(cfg.min_window.max(1), cfg.max_window.max(1)) as f64;
@@ -47,12 +47,14 @@ impl Cubic {
     }
 
     /// `W_max`: the window before the last reduction (after fast convergence).
-    pub fn w_max(&self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn w_max(&self) -> f64 {
         self.w_max
     }
 
     /// `K` in seconds: when the cubic curve returns to `W_max` after the last reduction.
-    pub fn k(&self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn k(&self) -> f64 {
         self.k
     }
 
@@ -143,6 +145,7 @@ impl Controller for Cubic {
         self.cwnd < self.ssthresh
     }
 
+    #[cfg(test)]
     fn name(&self) -> &'static str {
         "cubic"
     }

@@ -7,18 +7,18 @@
 use crate::rtt::RttEstimator;
 use std::time::{Duration, Instant};
 
-pub mod ctcp;
-pub mod cubic;
-pub mod new_reno;
+pub(crate) mod ctcp;
+pub(crate) mod cubic;
+pub(crate) mod new_reno;
 
-pub use ctcp::Ctcp;
-pub use cubic::Cubic;
-pub use new_reno::NewReno;
+pub(crate) use ctcp::Ctcp;
+pub(crate) use cubic::Cubic;
+pub(crate) use new_reno::NewReno;
 
 /// The pacing gain of a phase: [`crate::pacer::SLOW_START_GAIN`] in slow start,
 /// [`crate::pacer::CONGESTION_AVOIDANCE_GAIN`] after (the default of
 /// [`Controller::pacing_gain`]).
-pub fn phase_pacing_gain(slow_start: bool) -> f64 {
+pub(crate) fn phase_pacing_gain(slow_start: bool) -> f64 {
     if slow_start {
         crate::pacer::SLOW_START_GAIN
     } else {
@@ -27,7 +27,7 @@ pub fn phase_pacing_gain(slow_start: bool) -> f64 {
 }
 
 /// A congestion controller. Methods take `now` (sans-IO) and counts in packets.
-pub trait Controller: std::fmt::Debug + Send {
+pub(crate) trait Controller: std::fmt::Debug + Send {
     /// `packets` were sent at `now`; `in_flight` is the count in flight after the send.
     fn on_sent(&mut self, now: Instant, packets: u64, in_flight: u64);
     /// `acked` packets were newly acknowledged at `now`; `in_flight` is the count still in
@@ -78,6 +78,7 @@ pub trait Controller: std::fmt::Debug + Send {
         0
     }
     /// Short name for logs and stats.
+    #[cfg(test)]
     fn name(&self) -> &'static str;
 }
 
@@ -95,7 +96,7 @@ pub enum ControllerKind {
 
 /// Parameters shared by every controller.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CcConfig {
+pub(crate) struct CcConfig {
     /// Window at start, in packets. Default 32: with pacing an initial flight of 32
     /// datagrams (~46 kB) does not burst, and on a 500 ms / 10 Mbit/s path (BDP ≈ 430
     /// datagrams) slow start reaches the BDP in 4 rounds instead of 6 from 10, which the
@@ -129,7 +130,7 @@ impl Default for CcConfig {
 impl CcConfig {
     /// Window ceiling in packets at this smoothed RTT: `max_window`, lowered to
     /// `max_rate × srtt / mtu` when a rate ceiling is configured (never below `min_window`).
-    pub fn ceiling(&self, srtt: Duration) -> u64 {
+    pub(crate) fn ceiling(&self, srtt: Duration) -> u64 {
         let mut cap = self.max_window.max(self.min_window);
         if let Some(rate) = self.max_rate_bps {
             let bytes = rate as f64 / 8.0 * srtt.as_secs_f64();
@@ -141,7 +142,7 @@ impl CcConfig {
 }
 
 /// Builds a boxed controller of `kind` from `cfg`.
-pub fn new_controller(kind: ControllerKind, cfg: &CcConfig) -> Box<dyn Controller> {
+pub(crate) fn new_controller(kind: ControllerKind, cfg: &CcConfig) -> Box<dyn Controller> {
     match kind {
         ControllerKind::Ctcp => Box::new(Ctcp::new(cfg.clone())),
         ControllerKind::Cubic => Box::new(Cubic::new(cfg.clone())),

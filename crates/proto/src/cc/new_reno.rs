@@ -8,7 +8,7 @@ use std::time::Instant;
 
 /// The NewReno controller.
 #[derive(Debug, Clone)]
-pub struct NewReno {
+pub(crate) struct NewReno {
     cfg: CcConfig,
     cwnd: f64,
     ssthresh: f64,
@@ -17,7 +17,7 @@ pub struct NewReno {
 
 impl NewReno {
     /// A controller in slow start at `cfg.initial_window`.
-    pub fn new(cfg: CcConfig) -> Self {
+    pub(crate) fn new(cfg: CcConfig) -> Self {
         let cwnd = cfg
             .initial_window
             .clamp(cfg.min_window.max(1), cfg.max_window.max(1)) as f64;
@@ -68,6 +68,7 @@ impl Controller for NewReno {
         self.cwnd < self.ssthresh
     }
 
+    #[cfg(test)]
     fn name(&self) -> &'static str {
         "newreno"
     }

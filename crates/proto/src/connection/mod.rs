@@ -129,8 +129,8 @@ pub enum Event {
     OpenResult {
         /// The stream.
         id: StreamId,
-        /// 0 = connected, else a failure code.
-        code: u8,
+        /// How the connect went.
+        code: crate::frame::OpenResult,
     },
     /// A stream has data, a FIN or a reset to read.
     StreamReadable(StreamId),
@@ -572,12 +572,30 @@ pub(crate) enum Role {
 
 #[derive(Debug, Clone)]
 enum OwnedFrame {
-    Path { rate: u64, rtt_us: u64, exact: bool },
-    Open { id: StreamId, target: Target },
-    OpenResult { id: StreamId, code: u8 },
-    Reset { id: StreamId, code: u8 },
-    MaxStreamData { id: StreamId, max: u64 },
-    MaxData { max: u64 },
+    Path {
+        rate: u64,
+        rtt_us: u64,
+        exact: bool,
+    },
+    Open {
+        id: StreamId,
+        target: Target,
+    },
+    OpenResult {
+        id: StreamId,
+        code: crate::frame::OpenResult,
+    },
+    Reset {
+        id: StreamId,
+        code: u8,
+    },
+    MaxStreamData {
+        id: StreamId,
+        max: u64,
+    },
+    MaxData {
+        max: u64,
+    },
 }
 
 impl OwnedFrame {

@@ -134,8 +134,15 @@ impl Connection {
         Ok(())
     }
 
-    /// Reports the connect result of a peer-opened stream (0 = connected).
-    pub fn send_open_result(&mut self, id: StreamId, code: u8) -> Result<(), StreamApiError> {
+    /// Reports the connect result of a peer-opened stream.
+    ///
+    /// # Errors
+    /// [`StreamApiError::UnknownStream`] if the stream is gone.
+    pub fn send_open_result(
+        &mut self,
+        id: StreamId,
+        code: crate::frame::OpenResult,
+    ) -> Result<(), StreamApiError> {
         if !self.streams.contains_key(&id) {
             return Err(StreamApiError::UnknownStream);
         }

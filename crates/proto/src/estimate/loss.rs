@@ -10,9 +10,9 @@
 //! starting value.
 
 /// Weight of a new outcome in the short-term EWMA (CTCP's μ).
-pub const SHORT_MU: f64 = 1.0 / 128.0;
+pub(crate) const SHORT_MU: f64 = 1.0 / 128.0;
 /// Weight of a new outcome in the long-term EWMA.
-pub const LONG_MU: f64 = 1.0 / 2048.0;
+pub(crate) const LONG_MU: f64 = 1.0 / 2048.0;
 /// Per-outcome decay of the Gilbert transition counts (memory of ~4096 transmissions,
 /// enough for ~50 bursts at 5 % loss and mean burst 4).
 const GILBERT_DECAY: f64 = 1.0 - 1.0 / 4096.0;
@@ -23,7 +23,7 @@ const DROP_SIGMAS: f64 = 3.0;
 /// Parameters of a simple Gilbert loss model: a good state that delivers and a bad state
 /// that loses, with per-transmission transition probabilities.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct GilbertParams {
+pub(crate) struct GilbertParams {
     /// P(next lost | this delivered): good → bad.
     pub p_gb: f64,
     /// P(next delivered | this lost): bad → good. Mean burst length is `1/p_bg`.
@@ -32,12 +32,14 @@ pub struct GilbertParams {
 
 impl GilbertParams {
     /// Mean number of consecutive losses, `1/p_bg`.
-    pub fn mean_burst(&self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn mean_burst(&self) -> f64 {
         1.0 / self.p_bg.max(f64::MIN_POSITIVE)
     }
 
     /// Stationary loss rate of the chain, `p_gb / (p_gb + p_bg)`.
-    pub fn loss_rate(&self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn loss_rate(&self) -> f64 {
         let s = self.p_gb + self.p_bg;
         if s > 0.0 {
             self.p_gb / s
@@ -59,7 +61,7 @@ impl Default for GilbertParams {
 
 /// Loss-rate and burstiness estimator (see the module docs).
 #[derive(Debug, Clone, Default)]
-pub struct LossEstimator {
+pub(crate) struct LossEstimator {
     short: f64,
     long: f64,
     /// Outcomes seen (saturating), for the running-mean start.
@@ -74,12 +76,13 @@ pub struct LossEstimator {
 
 impl LossEstimator {
     /// An estimator that has seen nothing (all estimates 0, memoryless).
-    pub fn new() -> Self {
+    #[cfg(test)]
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Records the outcome of the next transmission in transmission-number order.
-    pub fn on_outcome(&mut self, delivered: bool) {
+    pub(crate) fn on_outcome(&mut self, delivered: bool) {
         let x = if delivered { 0.0 } else { 1.0 };
         self.n = self.n.saturating_add(1);
         let start = 1.0 / self.n as f64;
@@ -106,17 +109,18 @@ impl LossEstimator {
     }
 
     /// Outcomes recorded so far (saturating).
-    pub fn samples(&self) -> u64 {
+    pub(crate) fn samples(&self) -> u64 {
         self.n
     }
 
     /// Short-term loss rate (EWMA, μ = 1/128).
-    pub fn short(&self) -> f64 {
+    pub(crate) fn short(&self) -> f64 {
         self.short
     }
 
     /// Long-term loss rate (EWMA, μ = 1/2048).
-    pub fn long(&self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn long(&self) -> f64 {
         self.long
     }
 
@@ -124,7 +128,7 @@ impl LossEstimator {
     /// the short estimate is more than 3σ (of its own sampling noise at the long rate)
     /// below the long one, the loss rate has really fallen and the short one is used.
     /// A rise shows at once (through `max`); a fall does after about a hundred outcomes.
-    pub fn p(&self) -> f64 {
+    pub(crate) fn p(&self) -> f64 {
         let l = self.long;
         let sigma = (l * (1.0 - l) * SHORT_MU / (2.0 - SHORT_MU)).sqrt();
         if self.short < l - DROP_SIGMAS * sigma {
@@ -135,7 +139,7 @@ impl LossEstimator {
     }
 
     /// `p_GB = n(recv→lost)/n(recv)`; 0 before any delivered transmission was followed.
-    pub fn p_gb(&self) -> f64 {
+    pub(crate) fn p_gb(&self) -> f64 {
         if self.from_recv > 0.0 {
             self.recv_to_lost / self.from_recv
         } else {
@@ -144,7 +148,7 @@ impl LossEstimator {
     }
 
     /// `p_BG = n(lost→recv)/n(lost)`; 1 (memoryless) before any loss was followed.
-    pub fn p_bg(&self) -> f64 {
+    pub(crate) fn p_bg(&self) -> f64 {
         if self.from_lost > 0.0 {
             self.lost_to_recv / self.from_lost
         } else {
@@ -153,12 +157,13 @@ impl LossEstimator {
     }
 
     /// Mean loss burst length `1/p_BG` (1 for isolated losses).
-    pub fn mean_burst(&self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn mean_burst(&self) -> f64 {
         1.0 / self.p_bg().max(f64::MIN_POSITIVE)
     }
 
     /// The Gilbert model parameters estimated so far.
-    pub fn gilbert(&self) -> GilbertParams {
+    pub(crate) fn gilbert(&self) -> GilbertParams {
         GilbertParams {
             p_gb: self.p_gb(),
             p_bg: self.p_bg(),

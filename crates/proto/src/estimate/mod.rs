@@ -1,8 +1,5 @@
 //! Path estimators fed by the connection: per-transmission loss and burstiness
 //! ([`loss`]) and reordering ([`reorder`]). Pure state machines, no clock.
 
-pub mod loss;
-pub mod reorder;
-
-pub use loss::{GilbertParams, LossEstimator};
-pub use reorder::ReorderEstimator;
+pub(crate) mod loss;
+pub(crate) mod reorder;

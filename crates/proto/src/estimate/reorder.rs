@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 /// Packet threshold used when no reordering has been seen (RFC 9002 `kPacketThreshold`).
-pub const MIN_PACKET_THRESHOLD: u64 = 3;
+pub(crate) const MIN_PACKET_THRESHOLD: u64 = 3;
 /// Quantile of late-arrival displacement that loss detection must cover.
 const QUANTILE: f64 = 0.99;
 /// Per-sample decay of the histograms: memory of roughly the last 500 late arrivals.
@@ -104,7 +104,7 @@ impl DecayingHistogram {
 
 /// Reordering estimator (see the module docs).
 #[derive(Debug, Clone)]
-pub struct ReorderEstimator {
+pub(crate) struct ReorderEstimator {
     pkts: DecayingHistogram,
     micros: DecayingHistogram,
     late_arrivals: u64,
@@ -118,7 +118,7 @@ impl Default for ReorderEstimator {
 
 impl ReorderEstimator {
     /// An estimator that has seen no reordering (thresholds at their floors).
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         ReorderEstimator {
             pkts: DecayingHistogram::new(),
             micros: DecayingHistogram::new(),
@@ -129,7 +129,7 @@ impl ReorderEstimator {
     /// Records a late arrival: it came `displacement_pkts` transmission numbers and
     /// `late_by` after a later-sent transmission (e.g. a packet found lost-but-acked, or
     /// the receiver's measurement echoed in the ACK).
-    pub fn on_late_arrival(&mut self, displacement_pkts: u64, late_by: Duration) {
+    pub(crate) fn on_late_arrival(&mut self, displacement_pkts: u64, late_by: Duration) {
         self.late_arrivals = self.late_arrivals.saturating_add(1);
         self.pkts.record(displacement_pkts);
         self.micros
@@ -139,23 +139,25 @@ impl ReorderEstimator {
     /// Ages the estimate; call once per round trip. After ~20 rounds without late arrivals
     /// the thresholds fall back to their floors, so a path that stopped reordering gets fast
     /// loss detection back.
-    pub fn on_round(&mut self) {
+    pub(crate) fn on_round(&mut self) {
         self.pkts.age();
         self.micros.age();
     }
 
     /// Late arrivals recorded so far.
-    pub fn late_arrivals(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn late_arrivals(&self) -> u64 {
         self.late_arrivals
     }
 
     /// p99 displacement of late arrivals, in transmission numbers (0 if none).
-    pub fn p99_displacement(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn p99_displacement(&self) -> u64 {
         self.pkts.p99
     }
 
     /// p99 lateness of late arrivals (zero if none).
-    pub fn p99_late_by(&self) -> Duration {
+    pub(crate) fn p99_late_by(&self) -> Duration {
         Duration::from_micros(self.micros.p99)
     }
 
@@ -163,7 +165,7 @@ impl ReorderEstimator {
     /// number of later transmissions were acknowledged (`max(3, p99 displacement + 1)`)
     /// AND the returned time has passed since a later one was (`max(min_rtt/4, p99
     /// lateness)`).
-    pub fn loss_threshold(&self, min_rtt: Duration) -> (u64, Duration) {
+    pub(crate) fn loss_threshold(&self, min_rtt: Duration) -> (u64, Duration) {
         let pkts = self.pkts.p99.saturating_add(1).max(MIN_PACKET_THRESHOLD);
         let time = (min_rtt / 4).max(self.p99_late_by());
         (pkts, time)
@@ -171,7 +173,8 @@ impl ReorderEstimator {
 
     /// Applies [`Self::loss_threshold`]: whether a transmission with `later_acked` later
     /// transmissions acknowledged, the first of them `since_later_acked` ago, is lost.
-    pub fn is_lost(
+    #[cfg(test)]
+    pub(crate) fn is_lost(
         &self,
         later_acked: u64,
         since_later_acked: Duration,

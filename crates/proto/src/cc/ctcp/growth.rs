@@ -30,7 +30,7 @@ const ALPHA_RTT_REFERENCE: f64 = 0.05;
 const LOW_SPEED: f64 = 1.0;
 
 /// H-TCP's increase in packets per round trip, `Δ` after the last backoff (unscaled).
-pub fn htcp_alpha(delta: Duration) -> f64 {
+pub(super) fn htcp_alpha(delta: Duration) -> f64 {
     let d = delta.as_secs_f64() - LOW_SPEED;
     if d <= 0.0 {
         1.0

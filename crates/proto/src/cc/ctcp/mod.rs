@@ -27,7 +27,8 @@ mod slow_start;
 #[cfg(test)]
 mod tests;
 
-pub use growth::htcp_alpha;
+#[cfg(test)]
+use growth::htcp_alpha;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -37,7 +38,7 @@ enum Phase {
 
 /// The CTCP v2 controller (see the module docs).
 #[derive(Debug, Clone)]
-pub struct Ctcp {
+pub(crate) struct Ctcp {
     cfg: CcConfig,
     /// Window in packets with its fractional part (H-TCP adds `α/cwnd` per ACK).
     cwnd: f64,
@@ -96,7 +97,7 @@ const PATH_ESTIMATE_TTL: Duration = Duration::from_secs(10);
 
 impl Ctcp {
     /// A controller in slow start at `cfg.initial_window`.
-    pub fn new(cfg: CcConfig) -> Self {
+    pub(crate) fn new(cfg: CcConfig) -> Self {
         let cwnd = cfg
             .initial_window
             .clamp(cfg.min_window.max(1), cfg.max_window.max(1)) as f64;
@@ -127,7 +128,8 @@ impl Ctcp {
 
     /// Bottleneck rate in packets per second that the start-up probe measured from the
     /// first flight's ACK dispersion, if it made an estimate.
-    pub fn startup_rate(&self) -> Option<f64> {
+    #[cfg(test)]
+    pub(crate) fn startup_rate(&self) -> Option<f64> {
         self.startup_rate
     }
 
@@ -156,29 +158,34 @@ impl Ctcp {
     }
 
     /// β applied by the last backoff (0.5 before any): `RTT_min / round_min`, clamped.
-    pub fn last_beta(&self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn last_beta(&self) -> f64 {
         self.last_beta
     }
 
     /// Number of backoffs so far (gated congestion events, at most one per round).
-    pub fn backoffs(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn backoffs(&self) -> u64 {
         self.backoffs
     }
 
     /// Deliberate loss-free cuts made to drain a standing queue before the minimum RTT
     /// expires (see `backoff::should_drain`).
-    pub fn drains(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn drains(&self) -> u64 {
         self.drains
     }
 
     /// Lost packets reported in congestion events that did not back off: random loss on
     /// an empty queue, or more loss from a round already backed off.
-    pub fn ignored_losses(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn ignored_losses(&self) -> u64 {
         self.ignored_losses
     }
 
     /// Current H-TCP increase in packets per round trip at `now` (after scaling and caps).
-    pub fn alpha(&self, now: Instant) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn alpha(&self, now: Instant) -> f64 {
         growth::effective_alpha(self.cwnd, self.delta(now), self.alpha_scale, self.bound())
     }
 
@@ -412,6 +419,7 @@ impl Controller for Ctcp {
         }
     }
 
+    #[cfg(test)]
     fn name(&self) -> &'static str {
         "ctcp"
     }
