@@ -6,7 +6,9 @@
 
 use crate::clock;
 use crate::udp::UdpIo;
-use ctcp_proto::{ConnectionError, ConnectionHandle, Endpoint, Event, StreamId, Target};
+use ctcp_proto::{
+    ConnectionError, ConnectionHandle, Endpoint, Event, OpenResult, StreamId, Target,
+};
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
@@ -40,7 +42,7 @@ pub enum SessionEvent {
 pub(crate) struct Wakers {
     pub(crate) read: HashMap<(ConnectionHandle, StreamId), Waker>,
     pub(crate) write: HashMap<(ConnectionHandle, StreamId), Waker>,
-    pub(crate) open_results: HashMap<(ConnectionHandle, StreamId), oneshot::Sender<u8>>,
+    pub(crate) open_results: HashMap<(ConnectionHandle, StreamId), oneshot::Sender<OpenResult>>,
 }
 
 /// State shared between the driver task and stream handles.

@@ -9,7 +9,8 @@ use crate::reply;
 use crate::resolve::{connect_next, PeerResolver};
 use crate::socks::{self, SocksAuth};
 use crate::tunnel::TunnelStream;
-use ctcp_proto::{ConnectionError, ConnectionHandle};
+use ctcp_proto::{ConnectionError, ConnectionHandle, OpenResult};
+use ctcp_socks5::Reply;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -200,9 +201,9 @@ pub async fn serve(
 }
 
 /// Sends a SOCKS reply and counts it.
-async fn socks_reply(driver: &Driver, tcp: &mut TcpStream, code: u8) -> io::Result<()> {
-    driver.count_socks_reply(code);
-    socks::reply(tcp, code).await
+async fn socks_reply(driver: &Driver, tcp: &mut TcpStream, reply: Reply) -> io::Result<()> {
+    driver.count_socks_reply(reply.code());
+    socks::reply(tcp, reply).await
 }
 
 /// The session to open a stream on, or why there is none. Waits only while the first
@@ -249,8 +250,8 @@ async fn handle_client(
         }
         Ok(Err(e)) => {
             driver.count_socks_handshake(e.outcome());
-            if let Some(code) = e.reply_code() {
-                driver.count_socks_reply(code);
+            if let Some(r) = e.reply() {
+                driver.count_socks_reply(r.code());
             }
             return Err(e.into());
         }
@@ -266,7 +267,7 @@ async fn handle_client(
             // The keeper logs the cause once at warn; one line per refused client would
             // flood the log while the peer is down.
             tracing::debug!(%from, target = %req.target, reason = %why, "no tunnel session; refusing");
-            socks_reply(&driver, &mut tcp, reply::GENERAL_FAILURE).await?;
+            socks_reply(&driver, &mut tcp, Reply::GeneralFailure).await?;
             return Ok(());
         }
     };
@@ -274,7 +275,7 @@ async fn handle_client(
         Ok(x) => x,
         Err(e) => {
             tracing::warn!(%from, error = %e, "cannot open tunnel stream");
-            socks_reply(&driver, &mut tcp, reply::GENERAL_FAILURE).await?;
+            socks_reply(&driver, &mut tcp, Reply::GeneralFailure).await?;
             return Ok(());
         }
     };
@@ -285,19 +286,19 @@ async fn handle_client(
     let result = async move {
         match tokio::time::timeout(open_timeout, result).await {
             Ok(Ok(code)) => code,
-            Ok(Err(_)) => reply::GENERAL_FAILURE, // session died before the result came
-            Err(_) => reply::TTL_EXPIRED,
+            Ok(Err(_)) => OpenResult::GeneralFailure, // session died before the result came
+            Err(_) => OpenResult::TimedOut,
         }
     };
     if opts.fast_open {
-        socks_reply(&driver, &mut tcp, reply::SUCCEEDED).await?;
+        socks_reply(&driver, &mut tcp, Reply::Succeeded).await?;
         return relay_fast_open(tcp, from, &req.target, stream, result).await;
     }
     let code = result.await;
-    socks_reply(&driver, &mut tcp, code).await?;
-    if code != reply::SUCCEEDED {
-        tracing::debug!(%from, target = %req.target, code, "target connect failed");
-        stream.reset(code);
+    socks_reply(&driver, &mut tcp, reply::socks_reply(code)).await?;
+    if !code.is_success() {
+        tracing::debug!(%from, target = %req.target, %code, "target connect failed");
+        stream.reset(code.code());
         return Ok(());
     }
     tracing::debug!(%from, target = %req.target, stream = stream.id(), "stream open");
@@ -307,7 +308,7 @@ async fn handle_client(
             Ok(())
         }
         Err(e) => {
-            stream.reset(reply::GENERAL_FAILURE);
+            stream.reset(OpenResult::GeneralFailure.code());
             Err(e)
         }
     }
@@ -321,7 +322,7 @@ async fn relay_fast_open(
     from: SocketAddr,
     target: &ctcp_proto::Target,
     mut stream: TunnelStream,
-    result: impl std::future::Future<Output = u8>,
+    result: impl std::future::Future<Output = OpenResult>,
 ) -> io::Result<()> {
     let failed = {
         let relay = tokio::io::copy_bidirectional(&mut tcp, &mut stream);
@@ -334,7 +335,7 @@ async fn relay_fast_open(
             tokio::select! {
                 biased;
                 code = &mut result, if !opened => {
-                    if code != reply::SUCCEEDED {
+                    if !code.is_success() {
                         break Some(code);
                     }
                     tracing::debug!(%from, %target, "stream open (fast open)");
@@ -347,15 +348,15 @@ async fn relay_fast_open(
                     }
                     Err(e) => {
                         tracing::debug!(%from, error = %e, "client connection ended with error");
-                        break Some(reply::GENERAL_FAILURE);
+                        break Some(OpenResult::GeneralFailure);
                     }
                 },
             }
         }
     };
     if let Some(code) = failed {
-        tracing::debug!(%from, %target, code, "fast-open stream failed; resetting the client");
-        stream.reset(code);
+        tracing::debug!(%from, %target, %code, "fast-open stream failed; resetting the client");
+        stream.reset(code.code());
         // Linger 0 makes the close an RST: the client sees a reset, not a clean EOF.
         let _ = tcp.set_zero_linger();
     }

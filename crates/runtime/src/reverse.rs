@@ -7,7 +7,7 @@ use crate::driver::{Driver, DriverChannels, IncomingStream, SessionEvent};
 use crate::live::Live;
 use crate::reply;
 use crate::tunnel::TunnelStream;
-use ctcp_proto::Target;
+use ctcp_proto::{OpenResult, Target};
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -69,7 +69,7 @@ pub async fn serve(
                     i = incoming.recv() => {
                         let Some(i) = i else { return };
                         tracing::debug!(session = i.conn.0, stream = i.id, "draining: new stream refused");
-                        TunnelStream::new(driver.clone(), i.conn, i.id).fail_open(reply::GENERAL_FAILURE);
+                        TunnelStream::new(driver.clone(), i.conn, i.id).fail_open(OpenResult::GeneralFailure);
                     }
                     ev = sessions.recv() => match ev {
                         Some(SessionEvent::Lost(h, e)) => tracing::info!(session = h.0, error = %e, "session ended"),
@@ -85,32 +85,32 @@ pub async fn serve(
     Ok(())
 }
 
-async fn resolve(target: &Target) -> Result<Vec<SocketAddr>, u8> {
+async fn resolve(target: &Target) -> Result<Vec<SocketAddr>, OpenResult> {
     match target {
         Target::Ip(a) => Ok(vec![*a]),
         Target::Domain(host, port) => match tokio::net::lookup_host((host.as_str(), *port)).await {
             Ok(addrs) => {
                 let v: Vec<_> = addrs.collect();
                 if v.is_empty() {
-                    Err(reply::HOST_UNREACHABLE)
+                    Err(OpenResult::HostUnreachable)
                 } else {
                     Ok(v)
                 }
             }
-            Err(_) => Err(reply::HOST_UNREACHABLE),
+            Err(_) => Err(OpenResult::HostUnreachable),
         },
     }
 }
 
-async fn connect(target: &Target, acl: &Acl, timeout: Duration) -> Result<TcpStream, u8> {
+async fn connect(target: &Target, acl: &Acl, timeout: Duration) -> Result<TcpStream, OpenResult> {
     let addrs = tokio::time::timeout(timeout, resolve(target))
         .await
-        .map_err(|_| reply::HOST_UNREACHABLE)??;
+        .map_err(|_| OpenResult::HostUnreachable)??;
     let allowed: Vec<SocketAddr> = addrs.into_iter().filter(|a| acl.allows(*a)).collect();
     if allowed.is_empty() {
-        return Err(reply::NOT_ALLOWED);
+        return Err(OpenResult::NotAllowed);
     }
-    let mut last = reply::GENERAL_FAILURE;
+    let mut last = OpenResult::GeneralFailure;
     for addr in allowed {
         match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
             Ok(Ok(s)) => {
@@ -118,7 +118,7 @@ async fn connect(target: &Target, acl: &Acl, timeout: Duration) -> Result<TcpStr
                 return Ok(s);
             }
             Ok(Err(e)) => last = reply::from_io_error(&e),
-            Err(_) => last = reply::TTL_EXPIRED,
+            Err(_) => last = OpenResult::TimedOut,
         }
     }
     Err(last)
@@ -130,8 +130,8 @@ async fn handle_stream(driver: Driver, incoming: IncomingStream, opts: ReverseOp
     match connect(&target, &opts.acl.load(), opts.connect_timeout).await {
         Ok(mut tcp) => {
             tracing::debug!(session = conn.0, stream = id, %target, "connected to target");
-            driver.count_target_connect(reply::SUCCEEDED);
-            if stream.send_open_result(reply::SUCCEEDED).is_err() {
+            driver.count_target_connect(reply::socks_reply(OpenResult::Succeeded).code());
+            if stream.send_open_result(OpenResult::Succeeded).is_err() {
                 return;
             }
             match tokio::io::copy_bidirectional(&mut stream, &mut tcp).await {
@@ -140,13 +140,13 @@ async fn handle_stream(driver: Driver, incoming: IncomingStream, opts: ReverseOp
                 }
                 Err(e) => {
                     tracing::debug!(session = conn.0, stream = id, error = %e, "stream ended with error");
-                    stream.reset(reply::GENERAL_FAILURE);
+                    stream.reset(OpenResult::GeneralFailure.code());
                 }
             }
         }
         Err(code) => {
-            tracing::debug!(session = conn.0, stream = id, %target, code, "connect failed");
-            driver.count_target_connect(code);
+            tracing::debug!(session = conn.0, stream = id, %target, %code, "connect failed");
+            driver.count_target_connect(reply::socks_reply(code).code());
             stream.fail_open(code);
         }
     }

@@ -49,10 +49,10 @@ impl AcceptError {
         }
     }
 
-    /// The reply code sent to the client before closing, if the failure has one.
-    pub fn reply_code(&self) -> Option<u8> {
+    /// The reply sent to the client before closing, if the failure has one.
+    pub fn reply(&self) -> Option<Reply> {
         match self {
-            AcceptError::Protocol(e) => e.as_reply().map(|r| r.code()),
+            AcceptError::Protocol(e) => e.as_reply(),
             _ => None,
         }
     }
@@ -120,13 +120,13 @@ pub async fn accept(tcp: &mut TcpStream, auth: &SocksAuth) -> Result<SocksReques
     }
 }
 
-/// Sends the reply for a connect result code.
+/// Sends a reply to the client's CONNECT.
 ///
 /// # Errors
 /// I/O errors.
-pub async fn reply(tcp: &mut TcpStream, code: u8) -> io::Result<()> {
+pub async fn reply(tcp: &mut TcpStream, reply: Reply) -> io::Result<()> {
     let bound = tcp
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-    tcp.write_all(&Reply::from_code(code).encode(bound)).await
+    tcp.write_all(&reply.encode(bound)).await
 }

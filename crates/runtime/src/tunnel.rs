@@ -3,7 +3,7 @@
 
 use crate::driver::Driver;
 use ctcp_proto::{
-    ConnectionError, ConnectionHandle, ReadOutcome, StreamApiError, StreamId, Target,
+    ConnectionError, ConnectionHandle, OpenResult, ReadOutcome, StreamApiError, StreamId, Target,
 };
 use std::io;
 use std::pin::Pin;
@@ -53,7 +53,7 @@ impl TunnelStream {
         driver: &Driver,
         conn: ConnectionHandle,
         target: Target,
-    ) -> io::Result<(Self, oneshot::Receiver<u8>)> {
+    ) -> io::Result<(Self, oneshot::Receiver<OpenResult>)> {
         let (tx, rx) = oneshot::channel();
         let id = driver
             .with_conn(conn, |c, w| {
@@ -75,7 +75,7 @@ impl TunnelStream {
     ///
     /// # Errors
     /// Fails if the session or stream is gone.
-    pub fn send_open_result(&self, code: u8) -> io::Result<()> {
+    pub fn send_open_result(&self, code: OpenResult) -> io::Result<()> {
         self.driver
             .with_conn(self.conn, |c, _| c.send_open_result(self.id, code))
             .map_err(lost)?
@@ -83,15 +83,15 @@ impl TunnelStream {
     }
 
     /// Reports a failed connect (reverse role): the result and a RESET with the same code
-    /// leave in one step, so they share a symbol. Why not a FIN: the opener may have
+    /// byte leave in one step, so they share a symbol. Why not a FIN: the opener may have
     /// answered its client before the result (fast open) and be relaying already; a FIN
     /// that overtook a lost result would reach that client as a clean, empty close, while
     /// a RESET always reads as an error.
-    pub fn fail_open(&mut self, code: u8) {
+    pub fn fail_open(&mut self, code: OpenResult) {
         let id = self.id;
         let _ = self.driver.with_conn(self.conn, |c, _| {
             let _ = c.send_open_result(id, code);
-            c.reset(id, code)
+            c.reset(id, code.code())
         });
         self.read_eof = true;
         self.write_closed = true;

@@ -351,7 +351,9 @@ impl CtcpPeer {
                 // The request arrives on the client's first stream, id 0.
                 let id = 0;
                 if !*answered && opened.contains(&id) {
-                    *answered = c.send_open_result(id, 0).is_ok();
+                    *answered = c
+                        .send_open_result(id, ctcp_proto::OpenResult::Succeeded)
+                        .is_ok();
                 }
                 if !self.delivery.finished {
                     read_checked(c, id, &mut self.scratch, &mut self.delivery, now);
