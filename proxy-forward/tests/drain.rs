@@ -143,6 +143,8 @@ async fn socks_when_ready(proxy: SocketAddr, target: SocketAddr) -> TcpStream {
 async fn sigterm_mid_transfer_lets_100_mib_finish_byte_exact_and_exits_0() {
     let mut rs = ReverseSettings::new(Psk::new(&KEY).unwrap());
     rs.listen = "127.0.0.1:0".parse().unwrap();
+    // The origin is on loopback, which the default ACL denies.
+    rs.acl = ctcp_runtime::Acl::allow_all();
     let rev = start_reverse(rs).await.unwrap();
     let key = key_file("transfer", &KEY);
     let socks_port = free_tcp_port();

@@ -65,6 +65,8 @@ async fn killing_the_forward_process_closes_server_connections_and_a_restart_ser
 
     let mut rs = ReverseSettings::new(Psk::new(&KEY).unwrap());
     rs.listen = "127.0.0.1:0".parse().unwrap();
+    // The origin is on loopback, which the default ACL denies.
+    rs.acl = ctcp_runtime::Acl::allow_all();
     rs.transport.idle_timeout = Duration::from_secs(3);
     rs.transport.keepalive = Duration::from_millis(500);
     let rev = start_reverse(rs).await.unwrap();

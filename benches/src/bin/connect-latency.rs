@@ -91,6 +91,8 @@ async fn main() -> anyhow::Result<()> {
     let key = [0x42u8; 32];
     let mut rs = ReverseSettings::new(Psk::new(&key).context("key")?);
     rs.listen = "127.0.0.1:0".parse()?;
+    // The targets are on loopback, which the default ACL denies.
+    rs.acl = ctcp_runtime::Acl::allow_all();
     let reverse = start_reverse(rs).await?;
 
     println!(

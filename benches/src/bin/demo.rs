@@ -23,6 +23,8 @@ async fn main() -> anyhow::Result<()> {
 
     let mut rs = ReverseSettings::new(psk.clone());
     rs.listen = "127.0.0.1:0".parse()?;
+    // The sink is on loopback, which the default ACL denies.
+    rs.acl = ctcp_runtime::Acl::allow_all();
     let reverse = start_reverse(rs).await?;
     let mut fs = ForwardSettings::new(reverse.local_addr.to_string(), psk);
     fs.listen = "127.0.0.1:0".parse()?;

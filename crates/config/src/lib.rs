@@ -14,6 +14,7 @@ pub use units::{
     parse_duration, parse_log_level, parse_peer, parse_rate, parse_size, DURATION_UNITS,
 };
 
+use ctcp_proto::{EndpointConfig, TransportConfig};
 use ipnet::IpNet;
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
@@ -64,7 +65,10 @@ impl Default for LogConfig {
     }
 }
 
-/// Coded-transport tunables (both ends must agree on `symbol_size` and `window`).
+/// The coded-transport tunables a configuration file sets: a validated view of
+/// [`TransportConfig`], whose defaults they take ([`TransportSettings::from_transport`])
+/// and into which they turn ([`TransportSettings::transport_config`]). `symbol_size` must
+/// match the peer's; the windows are negotiated down to the smaller side's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TransportSettings {
     /// Coded symbol size in bytes: a multiple of 64 in 256..=1408 (1408 + 29 bytes of
@@ -94,18 +98,46 @@ pub struct TransportSettings {
 }
 
 impl Default for TransportSettings {
+    /// [`TransportConfig`]'s defaults: they are written once, in `ctcp-proto`.
     fn default() -> Self {
+        TransportSettings::from_transport(&TransportConfig::default())
+    }
+}
+
+impl TransportSettings {
+    /// The configurable part of `t`.
+    pub fn from_transport(t: &TransportConfig) -> Self {
         TransportSettings {
-            symbol_size: 1408,
-            window: 16384,
-            max_rate_bps: None,
-            idle_timeout: Duration::from_secs(30),
-            keepalive: Duration::from_secs(5),
-            initial_rtt: Duration::from_millis(100),
-            max_streams: 4096,
-            session_send_buffer: 16 << 20,
-            proactive_repair_percent: 0,
-            handshake_train: 16,
+            symbol_size: t.symbol_size,
+            window: t.window,
+            max_rate_bps: t.max_rate_bps,
+            idle_timeout: t.idle_timeout,
+            keepalive: t.keepalive,
+            initial_rtt: t.initial_rtt,
+            max_streams: t.max_streams,
+            session_send_buffer: u64::try_from(t.session_send_buffer).unwrap_or(u64::MAX),
+            // A share of at most 4 (400 %) in the validated range; the float-to-int cast
+            // saturates anything else.
+            proactive_repair_percent: (t.proactive_repair * 100.0).round() as u16,
+            handshake_train: t.handshake_train,
+        }
+    }
+
+    /// The transport parameters these settings ask for: the configurable ones from here,
+    /// the rest at [`TransportConfig`]'s defaults.
+    pub fn transport_config(&self) -> TransportConfig {
+        TransportConfig {
+            symbol_size: self.symbol_size,
+            window: self.window,
+            max_rate_bps: self.max_rate_bps,
+            idle_timeout: self.idle_timeout,
+            keepalive: self.keepalive,
+            initial_rtt: self.initial_rtt,
+            max_streams: self.max_streams,
+            session_send_buffer: usize::try_from(self.session_send_buffer).unwrap_or(usize::MAX),
+            proactive_repair: f64::from(self.proactive_repair_percent) / 100.0,
+            handshake_train: self.handshake_train,
+            ..TransportConfig::default()
         }
     }
 }
@@ -290,8 +322,8 @@ impl Default for ReverseConfig {
             connect_timeout: Duration::from_secs(10),
             acl: default_acl(),
             acl_default_allow: true,
-            max_sessions: 256,
-            handshake_rate: 64,
+            max_sessions: EndpointConfig::DEFAULT_MAX_SESSIONS,
+            handshake_rate: EndpointConfig::DEFAULT_HANDSHAKE_RATE,
             drain_timeout: Duration::from_secs(30),
             stats_interval: Duration::from_secs(5),
             metrics_listen: None,

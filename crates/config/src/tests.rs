@@ -346,3 +346,84 @@ fn default_acl_denies_the_reverse_hosts_loopback_unless_overridden() {
     );
     assert!(parse_net_ports("10.0.0.0/8,99999").is_err());
 }
+
+#[test]
+fn transport_defaults_are_the_protocol_crates() {
+    // Written once, in ctcp-proto: the settings take them and give them back unchanged.
+    let proto = ctcp_proto::TransportConfig::default();
+    assert_eq!(
+        TransportSettings::default(),
+        TransportSettings::from_transport(&proto)
+    );
+    assert_eq!(TransportSettings::default().transport_config(), proto);
+    let r = ReverseConfig::default();
+    assert_eq!(r.max_sessions, EndpointConfig::DEFAULT_MAX_SESSIONS);
+    assert_eq!(r.handshake_rate, EndpointConfig::DEFAULT_HANDSHAKE_RATE);
+}
+
+#[test]
+fn settings_turn_into_the_transport_they_name() {
+    let t = TransportSettings {
+        symbol_size: 1280,
+        window: 4096,
+        max_rate_bps: Some(50_000_000),
+        idle_timeout: Duration::from_secs(60),
+        keepalive: Duration::from_secs(7),
+        initial_rtt: Duration::from_millis(600),
+        max_streams: 100,
+        session_send_buffer: 1 << 20,
+        proactive_repair_percent: 90,
+        handshake_train: 0,
+    };
+    let c = t.transport_config();
+    assert_eq!(c.symbol_size, 1280);
+    assert_eq!(c.max_rate_bps, Some(50_000_000));
+    assert_eq!(c.session_send_buffer, 1 << 20);
+    assert!((c.proactive_repair - 0.9).abs() < 1e-12);
+    assert_eq!(TransportSettings::from_transport(&c), t);
+}
+
+/// The keys a section accepts, from serde's answer to an unknown one ("unknown field `x`,
+/// expected one of `a`, `b`").
+fn accepted_keys(parse: impl Fn(&str) -> Result<(), ConfigError>, section: &str) -> Vec<String> {
+    let text = if section.is_empty() {
+        "no_such_key = 1\n".to_owned()
+    } else {
+        format!("[{section}]\nno_such_key = 1\n")
+    };
+    let e = parse(&text).unwrap_err();
+    let expected = e.message.split("expected").nth(1).unwrap_or("").to_owned();
+    let keys: Vec<String> = expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect();
+    assert!(!keys.is_empty(), "{}", e.message);
+    keys
+}
+
+#[test]
+fn reference_files_show_every_key() {
+    // Every key appears in the commented reference file, set or commented out (the test
+    // above checks that the ones set are at their defaults).
+    let check = |file: &str, parse: &dyn Fn(&str) -> Result<(), ConfigError>| {
+        let path = format!("{}/../../configs/{file}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        for section in ["", "log", "transport"] {
+            for key in accepted_keys(parse, section) {
+                let shown = text.lines().any(|l| {
+                    let l = l.trim_start_matches(['#', ' ', '[']);
+                    l.starts_with(&format!("{key} =")) || l.starts_with(&format!("{key}]"))
+                });
+                assert!(shown, "{file}: key {section}.{key} is not shown");
+            }
+        }
+    };
+    check("forward.toml", &|t| {
+        ForwardConfig::from_toml_str(t, "f").map(drop)
+    });
+    check("reverse.toml", &|t| {
+        ReverseConfig::from_toml_str(t, "r").map(drop)
+    });
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 /// ([`Params`]): `symbol_size` must match (a mismatch is refused, naming both values), and
 /// `window`, `stream_window` and `session_window` are negotiated down to the smaller of
 /// the two sides' values.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TransportConfig {
     /// Coded symbol size in bytes (a multiple of 64 so GF kernels see no tails).
     pub symbol_size: usize,

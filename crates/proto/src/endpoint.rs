@@ -38,14 +38,21 @@ pub struct EndpointConfig {
 }
 
 impl EndpointConfig {
+    /// Default of [`EndpointConfig::max_sessions`] (and of the reverse proxy's
+    /// `max_sessions` setting).
+    pub const DEFAULT_MAX_SESSIONS: usize = 256;
+    /// Default of [`EndpointConfig::handshake_rate`] (and of the reverse proxy's
+    /// `handshake_rate` setting).
+    pub const DEFAULT_HANDSHAKE_RATE: u32 = 64;
+
     /// Settings with defaults for everything but the key.
     pub fn new(psk: Psk, transport: TransportConfig, accept_sessions: bool) -> Self {
         EndpointConfig {
             psk: Arc::new(psk),
             transport: Arc::new(transport),
             accept_sessions,
-            max_sessions: 256,
-            handshake_rate: 64,
+            max_sessions: Self::DEFAULT_MAX_SESSIONS,
+            handshake_rate: Self::DEFAULT_HANDSHAKE_RATE,
             max_clock_skew: Duration::from_secs(120),
         }
     }

@@ -25,25 +25,32 @@ pub struct Acl {
     pub default_allow: bool,
 }
 
-impl Default for Acl {
-    /// Denies link-local addresses (169.254.0.0/16 — cloud metadata services live at
-    /// 169.254.169.254 — and fe80::/10), allows everything else.
-    fn default() -> Self {
-        let deny = |net: &str| Rule {
-            allow: false,
-            // Literal, valid CIDRs.
-            #[allow(clippy::expect_used)]
-            net: net.parse().expect("valid CIDR literal"),
-            ports: 0..=u16::MAX,
-        };
+impl Acl {
+    /// The ACL a validated reverse configuration asks for (its default is
+    /// [`ctcp_config::default_acl`]: the reverse host's own and link-local addresses denied).
+    pub fn from_config(cfg: &ctcp_config::ReverseConfig) -> Self {
         Acl {
-            rules: vec![deny("169.254.0.0/16"), deny("fe80::/10")],
+            rules: cfg
+                .acl
+                .iter()
+                .map(|r| Rule {
+                    allow: r.allow,
+                    net: r.net,
+                    ports: r.ports.clone(),
+                })
+                .collect(),
+            default_allow: cfg.acl_default_allow,
+        }
+    }
+
+    /// No rules, everything allowed: for tests and demos whose targets are on loopback.
+    pub fn allow_all() -> Self {
+        Acl {
+            rules: Vec::new(),
             default_allow: true,
         }
     }
-}
 
-impl Acl {
     /// Whether `addr` may be connected to.
     pub fn allows(&self, addr: SocketAddr) -> bool {
         let ip = match addr.ip() {
@@ -64,13 +71,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_blocks_link_local_and_metadata() {
-        let acl = Acl::default();
+    fn default_blocks_loopback_link_local_and_metadata() {
+        let acl = Acl::from_config(&ctcp_config::ReverseConfig::default());
         assert!(!acl.allows("169.254.169.254:80".parse().unwrap()));
         assert!(!acl.allows("[fe80::1]:22".parse().unwrap()));
         assert!(!acl.allows("[::ffff:169.254.169.254]:80".parse().unwrap()));
-        assert!(acl.allows("127.0.0.1:80".parse().unwrap()));
+        assert!(!acl.allows("127.0.0.1:80".parse().unwrap()));
+        assert!(!acl.allows("[::ffff:127.0.0.1]:80".parse().unwrap()));
         assert!(acl.allows("93.184.216.34:443".parse().unwrap()));
+        assert!(Acl::allow_all().allows("127.0.0.1:80".parse().unwrap()));
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! What both binaries share: logging set-up, config → settings, systemd readiness, and
 //! running until a signal.
 
-use crate::{signals, Acl, ForwardSettings, ReverseSettings, Rule, Running};
-use ctcp_config::{ConfigError, ForwardConfig, LogConfig, ReverseConfig, TransportSettings};
-use ctcp_proto::{Psk, TransportConfig};
+use crate::{signals, Acl, ForwardSettings, ReverseSettings, Running};
+use ctcp_config::{ConfigError, ForwardConfig, LogConfig, ReverseConfig};
+use ctcp_proto::Psk;
 use std::io;
 use std::path::PathBuf;
 use tokio::sync::mpsc;
@@ -43,23 +43,6 @@ pub fn init_logging(log: &LogConfig) -> LogHandle {
     handle
 }
 
-/// The transport parameters for validated settings.
-pub fn transport_config(t: &TransportSettings) -> TransportConfig {
-    TransportConfig {
-        symbol_size: t.symbol_size,
-        window: t.window,
-        max_rate_bps: t.max_rate_bps,
-        idle_timeout: t.idle_timeout,
-        keepalive: t.keepalive,
-        initial_rtt: t.initial_rtt,
-        max_streams: t.max_streams,
-        session_send_buffer: usize::try_from(t.session_send_buffer).unwrap_or(usize::MAX),
-        proactive_repair: f64::from(t.proactive_repair_percent) / 100.0,
-        handshake_train: t.handshake_train,
-        ..TransportConfig::default()
-    }
-}
-
 /// Loads the key named by the config (or `CTCP_PSK`).
 ///
 /// # Errors
@@ -87,17 +70,11 @@ pub fn forward_settings(cfg: &ForwardConfig) -> Result<ForwardSettings, ConfigEr
             "the reverse proxy's address is required: --peer HOST:PORT or `peer = \"HOST:PORT\"`"
                 .into(),
     })?;
-    let mut s = ForwardSettings::new(peer, load_psk(cfg.psk_file.as_deref())?);
-    s.listen = cfg.listen;
-    s.transport = transport_config(&cfg.transport);
-    s.socks_auth = socks_auth(cfg);
-    s.handshake_timeout = cfg.handshake_timeout;
-    s.open_timeout = cfg.open_timeout;
-    s.fast_open = cfg.fast_open;
-    s.drain_timeout = cfg.drain_timeout;
-    s.stats_interval = cfg.stats_interval;
-    s.metrics_listen = cfg.metrics_listen;
-    Ok(s)
+    Ok(ForwardSettings::from_config(
+        cfg,
+        peer,
+        load_psk(cfg.psk_file.as_deref())?,
+    ))
 }
 
 /// The SOCKS authentication policy a forward config asks for.
@@ -111,18 +88,7 @@ pub fn socks_auth(cfg: &ForwardConfig) -> ctcp_socks5::AuthPolicy {
 
 /// The target ACL a reverse config asks for.
 pub fn acl(cfg: &ReverseConfig) -> Acl {
-    Acl {
-        rules: cfg
-            .acl
-            .iter()
-            .map(|r| Rule {
-                allow: r.allow,
-                net: r.net,
-                ports: r.ports.clone(),
-            })
-            .collect(),
-        default_allow: cfg.acl_default_allow,
-    }
+    Acl::from_config(cfg)
 }
 
 /// Reverse settings from a validated config.
@@ -130,17 +96,10 @@ pub fn acl(cfg: &ReverseConfig) -> Acl {
 /// # Errors
 /// If the key cannot be loaded.
 pub fn reverse_settings(cfg: &ReverseConfig) -> Result<ReverseSettings, ConfigError> {
-    let mut s = ReverseSettings::new(load_psk(cfg.psk_file.as_deref())?);
-    s.listen = cfg.listen;
-    s.transport = transport_config(&cfg.transport);
-    s.acl = acl(cfg);
-    s.connect_timeout = cfg.connect_timeout;
-    s.max_sessions = cfg.max_sessions;
-    s.handshake_rate = cfg.handshake_rate;
-    s.drain_timeout = cfg.drain_timeout;
-    s.stats_interval = cfg.stats_interval;
-    s.metrics_listen = cfg.metrics_listen;
-    Ok(s)
+    Ok(ReverseSettings::from_config(
+        cfg,
+        load_psk(cfg.psk_file.as_deref())?,
+    ))
 }
 
 /// Re-reads the file, validates all of it, applies what a running proxy can change (the

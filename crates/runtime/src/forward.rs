@@ -9,6 +9,7 @@ use crate::reply;
 use crate::resolve::{connect_next, PeerResolver};
 use crate::socks::{self, SocksAuth};
 use crate::tunnel::TunnelStream;
+use crate::ForwardSettings;
 use ctcp_proto::{ConnectionError, ConnectionHandle, OpenResult};
 use ctcp_socks5::Reply;
 use std::io;
@@ -19,26 +20,6 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-
-/// What the forward role needs beyond the endpoint.
-#[derive(Debug, Clone)]
-pub struct ForwardOptions {
-    /// The reverse proxy's name, resolved again for each reconnect.
-    pub peer: PeerResolver,
-    /// SOCKS authentication policy.
-    pub auth: Live<SocksAuth>,
-    /// How long a SOCKS client may take to send its greeting and request.
-    pub handshake_timeout: Duration,
-    /// How long to wait for the reverse side's connect result.
-    pub open_timeout: Duration,
-    /// Reply success at once instead of after the connect result.
-    pub fast_open: bool,
-    /// How long to let streams drain after SIGTERM.
-    pub drain_timeout: Duration,
-    /// How long the first handshake may go unanswered before SOCKS clients get a failure
-    /// reply instead of waiting.
-    pub no_answer_after: Duration,
-}
 
 /// What SOCKS clients see of the tunnel.
 #[derive(Debug, Clone)]
@@ -149,7 +130,9 @@ async fn session_keeper(
     }
 }
 
-/// Runs the forward role on `listener` until `shutdown` turns true, then drains.
+/// Runs the forward role on `listener` until `shutdown` turns true, then drains. `peer`
+/// resolves the reverse proxy (`settings.peer`) again for each reconnect; `auth` is the
+/// SOCKS policy a reload may swap (it starts as `settings.socks_auth`).
 ///
 /// # Errors
 /// Fails if accepting connections fails persistently.
@@ -157,15 +140,17 @@ pub async fn serve(
     listener: TcpListener,
     driver: Driver,
     channels: DriverChannels,
-    opts: ForwardOptions,
+    settings: Arc<ForwardSettings>,
+    peer: PeerResolver,
+    auth: Live<SocksAuth>,
     mut shutdown: watch::Receiver<bool>,
 ) -> io::Result<()> {
     let (current_tx, current) = watch::channel(Tunnel::Connecting);
     tokio::spawn(session_keeper(
         driver.clone(),
         channels,
-        opts.peer.clone(),
-        opts.no_answer_after,
+        peer,
+        no_answer_after(&settings.transport),
         current_tx,
         shutdown.clone(),
     ));
@@ -182,10 +167,10 @@ pub async fn serve(
                     }
                 };
                 let driver = driver.clone();
-                let opts = opts.clone();
+                let (settings, auth) = (settings.clone(), auth.clone());
                 let current = current.clone();
                 tasks.spawn(async move {
-                    if let Err(e) = handle_client(tcp, from, driver, opts, current).await {
+                    if let Err(e) = handle_client(tcp, from, driver, &settings, &auth, current).await {
                         tracing::debug!(%from, error = %e, "client connection ended with error");
                     }
                 });
@@ -196,7 +181,7 @@ pub async fn serve(
     }
     // Stop accepting: new SOCKS clients are refused by the kernel from here on.
     drop(listener);
-    drain::drain_and_close(&driver, &mut tasks, opts.drain_timeout).await;
+    drain::drain_and_close(&driver, &mut tasks, settings.drain_timeout).await;
     Ok(())
 }
 
@@ -234,13 +219,14 @@ async fn handle_client(
     mut tcp: TcpStream,
     from: SocketAddr,
     driver: Driver,
-    opts: ForwardOptions,
+    settings: &ForwardSettings,
+    auth: &Live<SocksAuth>,
     current: watch::Receiver<Tunnel>,
 ) -> io::Result<()> {
     let _ = tcp.set_nodelay(true);
     let req = match tokio::time::timeout(
-        opts.handshake_timeout,
-        socks::accept(&mut tcp, &opts.auth.load()),
+        settings.handshake_timeout,
+        socks::accept(&mut tcp, &auth.load()),
     )
     .await
     {
@@ -261,7 +247,7 @@ async fn handle_client(
             return Ok(());
         }
     };
-    let session = match wait_session(current, opts.open_timeout).await {
+    let session = match wait_session(current, settings.open_timeout).await {
         Ok(h) => h,
         Err(why) => {
             // The keeper logs the cause once at warn; one line per refused client would
@@ -282,7 +268,7 @@ async fn handle_client(
     if !req.early_data.is_empty() {
         stream.write_all(&req.early_data).await?;
     }
-    let open_timeout = opts.open_timeout;
+    let open_timeout = settings.open_timeout;
     let result = async move {
         match tokio::time::timeout(open_timeout, result).await {
             Ok(Ok(code)) => code,
@@ -290,7 +276,7 @@ async fn handle_client(
             Err(_) => OpenResult::TimedOut,
         }
     };
-    if opts.fast_open {
+    if settings.fast_open {
         socks_reply(&driver, &mut tcp, Reply::Succeeded).await?;
         return relay_fast_open(tcp, from, &req.target, stream, result).await;
     }

@@ -24,16 +24,16 @@ mod udp;
 
 pub use acl::{Acl, Rule};
 pub use driver::{Driver, DriverChannels, IncomingStream, SessionEvent};
-pub use forward::ForwardOptions;
 pub use live::{Live, LiveSettings};
-pub use reverse::ReverseOptions;
 pub use socks::SocksAuth;
 pub use tunnel::TunnelStream;
 
+use ctcp_config::{ForwardConfig, ReverseConfig};
 use ctcp_proto::{Endpoint, EndpointConfig, Psk, TransportConfig};
 use rand::RngCore;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
 use tokio::sync::watch;
@@ -71,7 +71,9 @@ fn os_seed() -> [u8; 32] {
     seed
 }
 
-/// Everything the forward proxy needs.
+/// Everything the forward proxy needs: a validated [`ForwardConfig`] with its peer and key
+/// resolved ([`ForwardSettings::from_config`]), plus what only a program sets (the UDP
+/// bind address, transport parameters without a configuration key).
 #[derive(Debug, Clone)]
 pub struct ForwardSettings {
     /// SOCKS listen address.
@@ -102,26 +104,33 @@ pub struct ForwardSettings {
 }
 
 impl ForwardSettings {
-    /// Settings with embedded defaults for everything but the peer and key.
-    pub fn new(peer: impl Into<String>, psk: Psk) -> Self {
+    /// The settings `cfg` asks for, with the reverse proxy `peer` and the key `psk`.
+    pub fn from_config(cfg: &ForwardConfig, peer: impl Into<String>, psk: Psk) -> Self {
         ForwardSettings {
-            listen: SocketAddr::from(([127, 0, 0, 1], 1080)),
+            listen: cfg.listen,
             peer: peer.into(),
             bind: None,
             psk,
-            transport: TransportConfig::default(),
-            socks_auth: SocksAuth::default(),
-            handshake_timeout: Duration::from_secs(10),
-            open_timeout: Duration::from_secs(30),
-            fast_open: false,
-            drain_timeout: Duration::from_secs(30),
-            stats_interval: Duration::from_secs(5),
-            metrics_listen: None,
+            transport: cfg.transport.transport_config(),
+            socks_auth: app::socks_auth(cfg),
+            handshake_timeout: cfg.handshake_timeout,
+            open_timeout: cfg.open_timeout,
+            fast_open: cfg.fast_open,
+            drain_timeout: cfg.drain_timeout,
+            stats_interval: cfg.stats_interval,
+            metrics_listen: cfg.metrics_listen,
         }
+    }
+
+    /// The default configuration's settings, with the reverse proxy `peer` and the key.
+    pub fn new(peer: impl Into<String>, psk: Psk) -> Self {
+        Self::from_config(&ForwardConfig::default(), peer, psk)
     }
 }
 
-/// Everything the reverse proxy needs.
+/// Everything the reverse proxy needs: a validated [`ReverseConfig`] with its key loaded
+/// ([`ReverseSettings::from_config`]), plus transport parameters without a configuration
+/// key that a program may set.
 #[derive(Debug, Clone)]
 pub struct ReverseSettings {
     /// UDP listen address.
@@ -147,20 +156,26 @@ pub struct ReverseSettings {
 }
 
 impl ReverseSettings {
-    /// Settings with embedded defaults for everything but the key.
-    pub fn new(psk: Psk) -> Self {
+    /// The settings `cfg` asks for, with the key `psk`.
+    pub fn from_config(cfg: &ReverseConfig, psk: Psk) -> Self {
         ReverseSettings {
-            listen: SocketAddr::from(([0, 0, 0, 0], 7000)),
+            listen: cfg.listen,
             psk,
-            transport: TransportConfig::default(),
-            acl: Acl::default(),
-            connect_timeout: Duration::from_secs(10),
-            max_sessions: 256,
-            handshake_rate: 64,
-            drain_timeout: Duration::from_secs(30),
-            stats_interval: Duration::from_secs(5),
-            metrics_listen: None,
+            transport: cfg.transport.transport_config(),
+            acl: Acl::from_config(cfg),
+            connect_timeout: cfg.connect_timeout,
+            max_sessions: cfg.max_sessions,
+            handshake_rate: cfg.handshake_rate,
+            drain_timeout: cfg.drain_timeout,
+            stats_interval: cfg.stats_interval,
+            metrics_listen: cfg.metrics_listen,
         }
+    }
+
+    /// The default configuration's settings (its ACL denies the reverse host's own
+    /// addresses: see [`Acl::allow_all`] for loopback targets), with the key.
+    pub fn new(psk: Psk) -> Self {
+        Self::from_config(&ReverseConfig::default(), psk)
     }
 }
 
@@ -235,8 +250,10 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
             source,
         })?;
     let local_addr = listener.local_addr()?;
-    let no_answer_after = forward::no_answer_after(&s.transport);
-    let endpoint = Endpoint::new(EndpointConfig::new(s.psk, s.transport, false), os_seed());
+    let endpoint = Endpoint::new(
+        EndpointConfig::new(s.psk.clone(), s.transport.clone(), false),
+        os_seed(),
+    );
     let (shutdown, rx) = watch::channel(false);
     let (driver, channels) = Driver::spawn(endpoint, udp, rx.clone())?;
     tokio::spawn(signals::periodic_stats(
@@ -245,18 +262,17 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
         rx.clone(),
     ));
     spawn_metrics(s.metrics_listen, &driver, &rx).await?;
-    let auth = Live::new(s.socks_auth);
-    let opts = ForwardOptions {
-        peer,
-        auth: auth.clone(),
-        handshake_timeout: s.handshake_timeout,
-        open_timeout: s.open_timeout,
-        fast_open: s.fast_open,
-        drain_timeout: s.drain_timeout,
-        no_answer_after,
-    };
+    let auth = Live::new(s.socks_auth.clone());
     tracing::info!(socks = %local_addr, peer = %s.peer, "ctcp-forward started");
-    let done = tokio::spawn(forward::serve(listener, driver.clone(), channels, opts, rx));
+    let done = tokio::spawn(forward::serve(
+        listener,
+        driver.clone(),
+        channels,
+        Arc::new(s),
+        peer,
+        auth.clone(),
+        rx,
+    ));
     Ok(Running {
         local_addr,
         driver,
@@ -279,7 +295,7 @@ pub async fn start_reverse(s: ReverseSettings) -> Result<Running, RuntimeError> 
         addr: s.listen,
         source,
     })?;
-    let mut cfg = EndpointConfig::new(s.psk, s.transport, true);
+    let mut cfg = EndpointConfig::new(s.psk.clone(), s.transport.clone(), true);
     cfg.max_sessions = s.max_sessions;
     cfg.handshake_rate = s.handshake_rate;
     let endpoint = Endpoint::new(cfg, os_seed());
@@ -292,14 +308,15 @@ pub async fn start_reverse(s: ReverseSettings) -> Result<Running, RuntimeError> 
         rx.clone(),
     ));
     spawn_metrics(s.metrics_listen, &driver, &rx).await?;
-    let acl = Live::new(s.acl);
-    let opts = ReverseOptions {
-        acl: acl.clone(),
-        connect_timeout: s.connect_timeout,
-        drain_timeout: s.drain_timeout,
-    };
+    let acl = Live::new(s.acl.clone());
     tracing::info!(udp = %local_addr, "ctcp-reverse started");
-    let done = tokio::spawn(reverse::serve(driver.clone(), channels, opts, rx));
+    let done = tokio::spawn(reverse::serve(
+        driver.clone(),
+        channels,
+        Arc::new(s),
+        acl.clone(),
+        rx,
+    ));
     Ok(Running {
         local_addr,
         driver,

@@ -7,33 +7,27 @@ use crate::driver::{Driver, DriverChannels, IncomingStream, SessionEvent};
 use crate::live::Live;
 use crate::reply;
 use crate::tunnel::TunnelStream;
+use crate::ReverseSettings;
 use ctcp_proto::{OpenResult, Target};
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-/// What the reverse role needs beyond the endpoint.
-#[derive(Debug, Clone)]
-pub struct ReverseOptions {
-    /// Which targets may be reached (swapped on reload; read per stream).
-    pub acl: Live<Acl>,
-    /// How long to wait for a target's TCP handshake (and name resolution).
-    pub connect_timeout: Duration,
-    /// How long to let streams drain after SIGTERM.
-    pub drain_timeout: Duration,
-}
-
-/// Runs the reverse role until `shutdown` turns true, then drains.
+/// Runs the reverse role until `shutdown` turns true, then drains. `acl` says which
+/// targets may be reached: a reload may swap it (it starts as `settings.acl`); each
+/// stream goes by the one in force when it arrives.
 ///
 /// # Errors
 /// Fails only if the driver stops unexpectedly.
 pub async fn serve(
     driver: Driver,
     mut channels: DriverChannels,
-    opts: ReverseOptions,
+    settings: Arc<ReverseSettings>,
+    acl: Live<Acl>,
     mut shutdown: watch::Receiver<bool>,
 ) -> io::Result<()> {
     let mut tasks = JoinSet::new();
@@ -45,8 +39,9 @@ pub async fn serve(
             incoming = channels.incoming.recv() => {
                 let Some(incoming) = incoming else { break };
                 let driver = driver.clone();
-                let opts = opts.clone();
-                tasks.spawn(async move { handle_stream(driver, incoming, opts).await });
+                let connect_timeout = settings.connect_timeout;
+                let acl = acl.load();
+                tasks.spawn(async move { handle_stream(driver, incoming, &acl, connect_timeout).await });
             }
             ev = channels.sessions.recv() => match ev {
                 Some(SessionEvent::Connected(h)) => tracing::info!(session = h.0, "session established"),
@@ -80,7 +75,7 @@ pub async fn serve(
             }
         })
     };
-    drain::drain_and_close(&driver, &mut tasks, opts.drain_timeout).await;
+    drain::drain_and_close(&driver, &mut tasks, settings.drain_timeout).await;
     refuse.abort();
     Ok(())
 }
@@ -124,10 +119,15 @@ async fn connect(target: &Target, acl: &Acl, timeout: Duration) -> Result<TcpStr
     Err(last)
 }
 
-async fn handle_stream(driver: Driver, incoming: IncomingStream, opts: ReverseOptions) {
+async fn handle_stream(
+    driver: Driver,
+    incoming: IncomingStream,
+    acl: &Acl,
+    connect_timeout: Duration,
+) {
     let IncomingStream { conn, id, target } = incoming;
     let mut stream = TunnelStream::new(driver.clone(), conn, id);
-    match connect(&target, &opts.acl.load(), opts.connect_timeout).await {
+    match connect(&target, acl, connect_timeout).await {
         Ok(mut tcp) => {
             tracing::debug!(session = conn.0, stream = id, %target, "connected to target");
             driver.count_target_connect(reply::socks_reply(OpenResult::Succeeded).code());

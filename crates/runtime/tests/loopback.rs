@@ -107,7 +107,7 @@ async fn socks_reply_codes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_psk_gets_a_failure_reply_and_no_session() {
-    let p = pair_with(&[7; 32], &[8; 32], Acl::default(), |f, _| {
+    let p = pair_with(&[7; 32], &[8; 32], Acl::allow_all(), |f, _| {
         f.open_timeout = Duration::from_secs(2);
         f.transport.handshake_timeout = Duration::from_secs(1);
     })
@@ -129,7 +129,7 @@ async fn wrong_psk_gets_a_failure_reply_and_no_session() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reverse_stream_tasks_dying_mid_transfer_end_the_client_connection() {
-    let p = pair_with(&[7; 32], &[7; 32], Acl::default(), |f, _| {
+    let p = pair_with(&[7; 32], &[7; 32], Acl::allow_all(), |f, _| {
         f.transport.idle_timeout = Duration::from_secs(2);
         f.transport.keepalive = Duration::from_millis(500);
     })
@@ -349,7 +349,7 @@ async fn proxychains_rsync_tree_is_byte_exact() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_socks_clients_get_codes_or_time_out() {
-    let p = pair_with(&[7; 32], &[7; 32], Acl::default(), |f, _| {
+    let p = pair_with(&[7; 32], &[7; 32], Acl::allow_all(), |f, _| {
         f.handshake_timeout = Duration::from_millis(500);
     })
     .await;
@@ -394,7 +394,7 @@ async fn hostile_socks_clients_get_codes_or_time_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fast_open_replies_at_once_relays_data_and_resets_on_a_failed_connect() {
-    let p = pair_with(&[7; 32], &[7; 32], Acl::default(), |f, _| {
+    let p = pair_with(&[7; 32], &[7; 32], Acl::allow_all(), |f, _| {
         f.fast_open = true
     })
     .await;
@@ -449,7 +449,7 @@ async fn timed_connect(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn socks_clients_fail_promptly_when_the_key_is_wrong() {
     // Default timeouts: the prompt failure must not depend on shortened ones.
-    let p = pair_with(&[7; 32], &[8; 32], Acl::default(), |_, _| {}).await;
+    let p = pair_with(&[7; 32], &[8; 32], Acl::allow_all(), |_, _| {}).await;
     let echo = echo_server().await;
     for _ in 0..2 {
         let (took, code) = timed_connect(p.fwd.local_addr, echo).await;
@@ -482,7 +482,7 @@ async fn socks_clients_fail_promptly_when_the_reverse_is_down() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_symbol_size_mismatch_fails_socks_promptly_and_makes_no_session() {
-    let p = pair_with(&[7; 32], &[7; 32], Acl::default(), |f, r| {
+    let p = pair_with(&[7; 32], &[7; 32], Acl::allow_all(), |f, r| {
         f.transport.symbol_size = 1280;
         r.transport.symbol_size = 1408;
     })
@@ -497,7 +497,7 @@ async fn a_symbol_size_mismatch_fails_socks_promptly_and_makes_no_session() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_lets_an_open_transfer_finish_and_refuses_new_clients() {
-    let p = pair_with(&[7; 32], &[7; 32], Acl::default(), |f, r| {
+    let p = pair_with(&[7; 32], &[7; 32], Acl::allow_all(), |f, r| {
         f.drain_timeout = Duration::from_secs(20);
         r.drain_timeout = Duration::from_secs(20);
     })

@@ -157,7 +157,7 @@ async fn totals_outlive_the_session_and_outcomes_are_counted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_key_counts_as_bad_mac_and_a_failed_handshake() {
-    let p = pair_with(&[7; 32], &[8; 32], Acl::default(), |f, _| {
+    let p = pair_with(&[7; 32], &[8; 32], Acl::allow_all(), |f, _| {
         f.open_timeout = Duration::from_secs(3);
         f.transport.handshake_timeout = Duration::from_millis(500);
     })

@@ -36,7 +36,7 @@ pub async fn pair_with(
 }
 
 pub async fn pair() -> Pair {
-    pair_with(&[7; 32], &[7; 32], Acl::default(), |_, _| {}).await
+    pair_with(&[7; 32], &[7; 32], Acl::allow_all(), |_, _| {}).await
 }
 
 /// SOCKS5 CONNECT; returns the stream or the reply code.
