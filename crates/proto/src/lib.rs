@@ -9,6 +9,30 @@
 //! ([`wire`]). Congestion control, the estimators, the pacer and the redundancy policy are
 //! parts of a connection, private to this crate; the frame parser is public only with the
 //! `fuzzing` feature ([`fuzzing`]).
+//!
+//! Nothing outside the crate can name those parts (each of these fails to compile):
+//!
+//! ```compile_fail
+//! use ctcp_proto::cc::ControllerKind;
+//! ```
+//!
+//! ```compile_fail
+//! use ctcp_proto::estimate::loss::LossEstimator;
+//! ```
+//!
+//! ```compile_fail
+//! use ctcp_proto::pacer::Pacer;
+//! ```
+//!
+//! ```compile_fail
+//! use ctcp_proto::redundancy::RedundancyPolicy;
+//! ```
+//!
+//! ```compile_fail
+//! use ctcp_proto::rtt::RttEstimator;
+//! ```
+//!
+//! What the controller choice needs is re-exported: [`ControllerKind`].
 #![deny(unsafe_code)]
 
 mod cc;
