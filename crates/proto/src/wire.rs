@@ -8,14 +8,8 @@
 use ctcp_rlnc::{Coefficients, RepairHeader, SymbolId};
 use thiserror::Error;
 
-/// Protocol version carried in the handshake. 6 since the handshake carries the transport
-/// parameters both sides must share ([`Params`]) and the server may answer a refused
-/// INITIATE with a REJECT; 5 since the AEAD tag is 12 bytes and the
-/// reset token with it (4 bytes less per data packet, 2026-11); 4 made packet numbers and
-/// symbol ids travel as their low 24 bits (2 bytes less); 3 made the
-/// handshake a bandwidth probe (train index, padding and the server's arrival report in
-/// INITIATE and ACCEPT); 2 brought 4-byte connection ids and the length-less SOURCE chunk
-/// and STREAM frames. A peer of another version is refused at the handshake.
+/// Protocol version carried in the handshake; a peer of another version is refused (the
+/// history is in docs/PROTOCOL.md, "Versions").
 pub const VERSION: u8 = 6;
 
 /// Packet type: client → server handshake request.
