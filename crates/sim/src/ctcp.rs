@@ -10,8 +10,9 @@ use ctcp_proto::{
 };
 
 use crate::link::LinkSpec;
+use crate::node::FlowId;
 use crate::seed::Seed;
-use crate::sim::{Endpoint, FlowId, Sim, SimError};
+use crate::sim::{Endpoint, Sim, SimError};
 use crate::tcp::{tcp_pair, TcpConfig, TcpReceiver};
 
 /// The byte at `offset` of the generated test stream: cheap to check without storing it.

@@ -86,18 +86,18 @@ mod sim;
 mod tcp;
 
 pub use link::{LinkSpec, LossModel};
-pub use node::{Direction, Node, NodeStats, Packet, ReleaseQueue, SimRng};
+pub use node::{Direction, FlowId, Node, NodeStats, Packet, ReleaseQueue, SimRng};
 pub use nodes::{
     Bernoulli, Corrupt, Delay, Duplicate, GilbertElliott, Jitter, JitterDist, Mtu, Rate, Reorder,
 };
 pub use seed::{Seed, SEED_ENV};
 pub use sim::{
-    AsAny, DirStats, Endpoint, FlowId, FlowStats, NodeId, PathId, Side, Sim, SimError, TraceEvent,
+    AsAny, DirStats, Endpoint, FlowStats, NodeId, PathId, Side, Sim, SimError, TraceEvent,
     TraceKind, DEFAULT_SAME_INSTANT_LIMIT, DEFAULT_STEP_LIMIT, DEFAULT_TRANSMIT_LIMIT,
 };
 pub use tcp::{
-    tcp_pair, CcAlgorithm, CongestionControl, Cubic, NewReno, TcpConfig, TcpReceiver,
-    TcpReceiverStats, TcpSender, TcpSenderStats, HEADER_BYTES, MAX_SACK_BLOCKS,
+    tcp_pair, CcAlgorithm, TcpConfig, TcpReceiver, TcpReceiverStats, TcpSender, TcpSenderStats,
+    HEADER_BYTES, MAX_SACK_BLOCKS,
 };
 
 /// Jain's fairness index of `x`: `(Σx)² / (n·Σx²)`, 1 for equal shares,

@@ -208,3 +208,20 @@ impl LinkSpec {
         sim.add_path(ids)
     }
 }
+
+// Here rather than in sim.rs, so the simulator core knows nothing of link specs: link.rs
+// builds on sim.rs and not the other way round.
+impl Sim {
+    /// Build the forward and return paths of `spec` (see [`LinkSpec`]).
+    pub fn add_link(&mut self, spec: &LinkSpec) -> (PathId, PathId) {
+        self.add_asymmetric_link(spec, spec)
+    }
+
+    /// Add a link whose two directions differ (a satellite return link at a tenth of the
+    /// forward rate): `forward` carries the client's packets, `ret` the server's.
+    pub fn add_asymmetric_link(&mut self, forward: &LinkSpec, ret: &LinkSpec) -> (PathId, PathId) {
+        let f = forward.build_path(self);
+        let r = ret.build_path(self);
+        (f, r)
+    }
+}

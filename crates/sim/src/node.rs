@@ -5,7 +5,18 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::time::Instant;
 
-use crate::FlowId;
+/// Index of a flow in a [`Sim`](crate::Sim); packets carry it (here, below the simulator, so
+/// nodes need nothing of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlowId(pub(crate) usize);
+
+impl FlowId {
+    /// The flow's position in insertion order.
+    #[must_use]
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
 
 /// The random number generator handed to nodes. Each node of a [`crate::Sim`]
 /// owns one, derived from the simulation seed and the node's index, so adding

@@ -5,8 +5,7 @@ use std::time::{Duration, Instant};
 
 use rand::SeedableRng;
 
-use crate::link::LinkSpec;
-use crate::node::{Direction, Node, NodeStats, Packet, SimRng};
+use crate::node::{Direction, FlowId, Node, NodeStats, Packet, SimRng};
 use crate::seed::{Seed, SEED_ENV};
 
 /// Upcasting helper so the simulator can hand endpoints back as their
@@ -49,18 +48,6 @@ pub struct NodeId(pub(crate) usize);
 /// Index of a path in a [`Sim`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PathId(pub(crate) usize);
-
-/// Index of a flow in a [`Sim`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct FlowId(pub(crate) usize);
-
-impl FlowId {
-    /// The flow's position in insertion order.
-    #[must_use]
-    pub fn index(self) -> usize {
-        self.0
-    }
-}
 
 /// One end of a flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -367,19 +354,6 @@ impl Sim {
         }
         self.paths.push(nodes);
         PathId(self.paths.len() - 1)
-    }
-
-    /// Build the forward and return paths of `spec` (see [`LinkSpec`]).
-    pub fn add_link(&mut self, spec: &LinkSpec) -> (PathId, PathId) {
-        self.add_asymmetric_link(spec, spec)
-    }
-
-    /// Add a link whose two directions differ (a satellite return link at a tenth of the
-    /// forward rate): `forward` carries the client's packets, `ret` the server's.
-    pub fn add_asymmetric_link(&mut self, forward: &LinkSpec, ret: &LinkSpec) -> (PathId, PathId) {
-        let f = forward.build_path(self);
-        let r = ret.build_path(self);
-        (f, r)
     }
 
     /// The nodes of a path.

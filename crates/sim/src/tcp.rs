@@ -75,7 +75,7 @@ impl Default for TcpConfig {
 }
 
 /// A window-based congestion controller in segments.
-pub trait CongestionControl {
+pub(crate) trait CongestionControl {
     /// `acked` segments were newly acknowledged (outside recovery).
     fn on_ack(&mut self, now: Instant, acked: u64, srtt: Duration);
     /// Loss detected (at most once per window).
@@ -84,13 +84,11 @@ pub trait CongestionControl {
     fn on_retransmission_timeout(&mut self, now: Instant);
     /// Congestion window in segments.
     fn window(&self) -> f64;
-    /// Slow-start threshold in segments.
-    fn ssthresh(&self) -> f64;
 }
 
 /// RFC 9438 Cubic. Window unit: segments; time unit: seconds.
 #[derive(Clone, Debug)]
-pub struct Cubic {
+pub(crate) struct Cubic {
     cwnd: f64,
     ssthresh: f64,
     w_max: f64,
@@ -102,13 +100,13 @@ pub struct Cubic {
 
 impl Cubic {
     /// Cubic's C.
-    pub const C: f64 = 0.4;
+    pub(crate) const C: f64 = 0.4;
     /// Cubic's multiplicative decrease factor.
-    pub const BETA: f64 = 0.7;
+    pub(crate) const BETA: f64 = 0.7;
 
     /// Cubic with an initial window of `initial_window` segments.
     #[must_use]
-    pub fn new(initial_window: f64) -> Self {
+    pub(crate) fn new(initial_window: f64) -> Self {
         Self {
             cwnd: initial_window,
             ssthresh: f64::INFINITY,
@@ -194,15 +192,11 @@ impl CongestionControl for Cubic {
     fn window(&self) -> f64 {
         self.cwnd
     }
-
-    fn ssthresh(&self) -> f64 {
-        self.ssthresh
-    }
 }
 
 /// NewReno: slow start, +1 segment per RTT, halve on loss.
 #[derive(Clone, Debug)]
-pub struct NewReno {
+pub(crate) struct NewReno {
     cwnd: f64,
     ssthresh: f64,
 }
@@ -210,7 +204,7 @@ pub struct NewReno {
 impl NewReno {
     /// NewReno with an initial window of `initial_window` segments.
     #[must_use]
-    pub fn new(initial_window: f64) -> Self {
+    pub(crate) fn new(initial_window: f64) -> Self {
         Self {
             cwnd: initial_window,
             ssthresh: f64::INFINITY,
@@ -240,10 +234,6 @@ impl CongestionControl for NewReno {
 
     fn window(&self) -> f64 {
         self.cwnd
-    }
-
-    fn ssthresh(&self) -> f64 {
-        self.ssthresh
     }
 }
 
@@ -372,12 +362,6 @@ impl TcpSender {
             CcAlgorithm::Cubic => Box::new(Cubic::new(iw)),
             CcAlgorithm::NewReno => Box::new(NewReno::new(iw)),
         };
-        Self::with_controller(cfg, cc)
-    }
-
-    /// A sender with a custom controller (`cfg.cc` is ignored).
-    #[must_use]
-    pub fn with_controller(cfg: TcpConfig, cc: Box<dyn CongestionControl>) -> Self {
         let mss = cfg.mss.max(1) as u64;
         Self {
             total_segs: cfg.bytes.map(|b| b.div_ceil(mss)),
