@@ -98,6 +98,8 @@ async fn pair_via_relay(idle: Duration) -> (Pair, Relay) {
     let rev = {
         let mut rs = ctcp_runtime::ReverseSettings::new(ctcp_proto::Psk::new(&psk).unwrap());
         rs.listen = "127.0.0.1:0".parse().unwrap();
+        // The targets are on loopback, which the default ACL denies.
+        rs.acl = ctcp_runtime::Acl::allow_all();
         rs.transport.idle_timeout = idle;
         rs.transport.keepalive = Duration::from_millis(300);
         ctcp_runtime::start_reverse(rs).await.unwrap()

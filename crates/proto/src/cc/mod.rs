@@ -97,7 +97,7 @@ pub enum ControllerKind {
 /// Parameters shared by every controller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CcConfig {
-    /// Window at start, in packets. Default 32: with pacing an initial flight of 32
+    /// Window at start, in packets. Default `TransportConfig::initial_window` (32): with pacing an initial flight of 32
     /// datagrams (~46 kB) does not burst, and on a 500 ms / 10 Mbit/s path (BDP ≈ 430
     /// datagrams) slow start reaches the BDP in 4 rounds instead of 6 from 10, which the
     /// "90 % of the link within 6 RTTs" target needs.
@@ -116,13 +116,16 @@ pub(crate) struct CcConfig {
 }
 
 impl Default for CcConfig {
+    /// The transport's defaults for what it sets ([`crate::TransportConfig`]'s
+    /// `initial_window`, `max_rate_bps` and `max_datagram`), the bounds above for the rest.
     fn default() -> Self {
+        let t = crate::TransportConfig::default();
         CcConfig {
-            initial_window: 32,
+            initial_window: t.initial_window,
             min_window: 2,
             max_window: 1 << 20,
-            max_rate_bps: None,
-            mtu: 1452,
+            max_rate_bps: t.max_rate_bps,
+            mtu: t.max_datagram,
         }
     }
 }
