@@ -15,7 +15,7 @@ use crate::config::TransportConfig;
 use crate::crypto::{open_data, PacketKey, Psk, ReplayWindow};
 use crate::estimate::loss::LossEstimator;
 use crate::estimate::reorder::ReorderEstimator;
-use crate::frame::{Frame, Frames, StreamId, Target};
+use crate::frame::{Frame, Frames, OpenResult, StreamId, Target};
 use crate::handshake_train::{self, Arrivals};
 use crate::pacer::Pacer;
 use crate::redundancy::RedundancyPolicy;
@@ -130,7 +130,7 @@ pub enum Event {
         /// The stream.
         id: StreamId,
         /// How the connect went.
-        code: crate::frame::OpenResult,
+        code: OpenResult,
     },
     /// A stream has data, a FIN or a reset to read.
     StreamReadable(StreamId),
@@ -572,30 +572,12 @@ pub(crate) enum Role {
 
 #[derive(Debug, Clone)]
 enum OwnedFrame {
-    Path {
-        rate: u64,
-        rtt_us: u64,
-        exact: bool,
-    },
-    Open {
-        id: StreamId,
-        target: Target,
-    },
-    OpenResult {
-        id: StreamId,
-        code: crate::frame::OpenResult,
-    },
-    Reset {
-        id: StreamId,
-        code: u8,
-    },
-    MaxStreamData {
-        id: StreamId,
-        max: u64,
-    },
-    MaxData {
-        max: u64,
-    },
+    Path { rate: u64, rtt_us: u64, exact: bool },
+    Open { id: StreamId, target: Target },
+    OpenResult { id: StreamId, code: OpenResult },
+    Reset { id: StreamId, code: u8 },
+    MaxStreamData { id: StreamId, max: u64 },
+    MaxData { max: u64 },
 }
 
 impl OwnedFrame {
