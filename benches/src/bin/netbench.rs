@@ -54,6 +54,15 @@
 //! `--fairness-rtt MS` / `--fairness-secs S` to run the fairness run on another path (e.g.
 //! `--full --fairness-only --fairness-rtt 500 --fairness-secs 120`), and
 //! `--fairness-against bbr|cubic` (default cubic) to share the link with kernel BBR instead.
+//! `--fairness-reference cubic|reno|bbr` replaces the ctcp flow by a kernel TCP flow with
+//! that congestion control, everything else alike (a reference: what a standard TCP gets
+//! against the other flow, e.g. `--fairness-against bbr --fairness-reference cubic`).
+//! Namespace A then gets a second address, 10.77.0.3, on the link; namespace B's default
+//! congestion control is the reference's and its /32 route to 10.77.0.3 carries
+//! `congctl <against>`, and the `against` download binds to 10.77.0.3 (`curl
+//! --interface`). A few seconds in, the run reads `ss -ti` in namespace B and fails unless
+//! each connection shows its own controller. The row's `system` is e.g. `cubic+bbr`, with
+//! `reference`, `cc_seen`, `ss_b` and both flows' fields named after their controllers.
 //! Set `NETBENCH_KEEP=1` to keep the scratch directory `/tmp/netbench-PID` (logs), and
 //! `NETBENCH_LOG=debug` to have the proxies log each session's statistics every 250 ms.
 //!
@@ -64,7 +73,8 @@
 //! `secs` and, for curl, `first_byte_s` (curl's time to the reply's first byte); fairness
 //! rows add `against` (the kernel flow's congestion control), `jain` and both flows'
 //! goodput and per-second series (`goodput_ctcp_bps`, `goodput_cubic_bps` or
-//! `goodput_bbr_bps`, ...); both flows start together. Kernel runs on
+//! `goodput_bbr_bps`, ...; a reference row `goodput_cubic_bps` and `goodput_bbr_bps`);
+//! both flows start together. Kernel runs on
 //! lossy cells of `--full` use capped timeouts (25 s at ≤ 1 % loss; a 10 MB file and 20 s
 //! at higher loss) to stay within the time budget: a cut-off transfer reports the goodput
 //! of the bytes received so far with `timed_out: true`. Both namespaces get
@@ -159,6 +169,15 @@ fn parse_args() -> Result<Args> {
                     _ => bail!("--fairness-against needs a kernel TCP: bbr, cubic or reno"),
                 };
             }
+            "--fairness-reference" => {
+                let v = it
+                    .next()
+                    .context("--fairness-reference needs cubic, reno or bbr")?;
+                a.filter.fairness_reference = match plan::System::parse(&v) {
+                    Some(s) if s.cc().is_some() => Some(s),
+                    _ => bail!("--fairness-reference needs a kernel TCP: cubic, reno or bbr"),
+                };
+            }
             "--no-fairness" => a.filter.no_fairness = true,
             "--fairness-only" => a.filter.fairness_only = true,
             "--fairness-rtt" => {
@@ -175,11 +194,20 @@ fn parse_args() -> Result<Args> {
             }
             "-h" | "--help" => {
                 println!(
-                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--validate|--plots-only [--out FILE] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic]"
+                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--validate|--plots-only [--out FILE] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic] [--fairness-reference cubic|reno|bbr]"
                 );
                 std::process::exit(0);
             }
             other => bail!("unknown argument {other} (try --help)"),
+        }
+    }
+    if let Some(r) = a.filter.fairness_reference {
+        let against = a.filter.fairness_against.unwrap_or(plan::System::Cubic);
+        if r == against {
+            bail!(
+                "--fairness-reference {} needs another congestion control than the flow it is against (--fairness-against, default cubic)",
+                r.name()
+            );
         }
     }
     if a.filter.picks_jitter() && !matches!(a.action, Action::Run(Mode::Jitter)) {

@@ -16,6 +16,9 @@ use std::time::Duration;
 pub const ADDR_A: &str = "10.77.0.1";
 /// Address of the link's end in namespace B (servers).
 pub const ADDR_B: &str = "10.77.0.2";
+/// A second client address in namespace A, on the same TUN device
+/// ([`Link::add_client_addr`]): B's route to it carries its own congestion control.
+pub const ADDR_A2: &str = "10.77.0.3";
 /// TCP buffer limits set in both namespaces: max 16 MiB, ≫ 600 ms × 10 Mbit/s (750 kB).
 pub const TCP_MEM: &str = "4096 131072 16777216";
 /// TCP buffer limits of the large-pipe link: max 64 MiB, so that a window of a BDP
@@ -330,6 +333,50 @@ impl Link {
     pub fn set_cc(&self, cc: &str) -> Result<()> {
         sysctl(self.ns_a(), "net.ipv4.tcp_congestion_control", cc)?;
         sysctl(self.ns_b(), "net.ipv4.tcp_congestion_control", cc)
+    }
+
+    /// Gives namespace A the second address [`ADDR_A2`] and namespace B a /32 route to it
+    /// over the link with congestion control `cc` (`ip route ... congctl cc`): the TCP
+    /// connections B's servers accept from [`ADDR_A2`] use `cc`, whatever the
+    /// namespace's default ([`Self::set_cc`]). linkem carries every IP packet between its
+    /// TUN ends, whatever the addresses.
+    ///
+    /// # Errors
+    /// If `ip` fails (e.g. `cc` is not available).
+    pub fn add_client_addr(&self, cc: &str) -> Result<()> {
+        let addr = format!("{ADDR_A2}/32");
+        run_quiet(
+            "ip addr add",
+            in_ns(self.ns_a(), "ip").args(["addr", "add", &addr, "dev", TUN_DEV]),
+            Duration::from_secs(10),
+        )
+        .with_context(|| format!("ip addr add {addr} dev {TUN_DEV} in {}", self.ns_a()))?;
+        run_quiet(
+            "ip route add",
+            in_ns(self.ns_b(), "ip").args([
+                "route", "add", &addr, "dev", TUN_DEV, "src", ADDR_B, "congctl", cc,
+            ]),
+            Duration::from_secs(10),
+        )
+        .with_context(|| {
+            format!(
+                "ip route add {addr} dev {TUN_DEV} src {ADDR_B} congctl {cc} in {}",
+                self.ns_b()
+            )
+        })
+        .map(drop)
+    }
+
+    /// The established TCP connections in namespace B as `ss -tin` shows them.
+    ///
+    /// # Errors
+    /// If `ss` fails.
+    pub fn ss_b(&self) -> Result<String> {
+        run_quiet(
+            "ss",
+            in_ns(self.ns_b(), "ss").args(["-tinH", "state", "established"]),
+            Duration::from_secs(10),
+        )
     }
 
     /// The latest counters linkem wrote.

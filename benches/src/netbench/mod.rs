@@ -7,7 +7,7 @@
 //! - [`plan`]: what `--smoke`, `--quick`, `--full`, `--jitter`, `--large-pipe` and
 //!   `--asymmetric` measure;
 //! - [`run`]: runs a plan, one JSON row per transfer, and the fairness run (against
-//!   kernel Cubic or BBR);
+//!   kernel Cubic or BBR, or a kernel pair as its reference);
 //! - [`report`], [`plots`]: the markdown table and the PNGs;
 //! - [`validate`]: checks of the emulator's delay, loss and rate.
 

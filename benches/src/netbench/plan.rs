@@ -131,17 +131,28 @@ pub struct Cell {
 }
 
 /// The fairness run: one ctcp and one kernel TCP download sharing a link, started
-/// together.
+/// together; or, as a reference (`--fairness-reference`), two kernel TCP downloads with
+/// different congestion controls in place of ctcp's and the kernel flow.
 #[derive(Clone, Copy, Debug)]
 pub struct Fairness {
     /// The kernel flow's congestion control (Cubic unless `--fairness-against`).
     pub against: System,
+    /// A kernel congestion control whose flow replaces the ctcp flow (the reference: what
+    /// a standard kernel TCP gets against `against` on the same link); `None` runs ctcp.
+    pub reference: Option<System>,
     /// Duration in seconds.
     pub secs: u64,
     /// Link rate, bit/s.
     pub rate_bps: u64,
     /// RTT in ms.
     pub rtt_ms: u64,
+}
+
+impl Fairness {
+    /// The flow sharing the link with `against`: ctcp, or the reference kernel TCP.
+    pub fn first(&self) -> System {
+        self.reference.unwrap_or(System::Ctcp)
+    }
 }
 
 /// Everything a mode runs.
@@ -177,6 +188,9 @@ pub struct Filter {
     pub fairness_only: bool,
     /// Run the fairness run against this kernel congestion control instead of Cubic.
     pub fairness_against: Option<System>,
+    /// Replace the fairness run's ctcp flow by a kernel TCP flow with this congestion
+    /// control (`--fairness-reference cubic`), for a reference Jain index.
+    pub fairness_reference: Option<System>,
     /// `--jitter` only: pick from the whole [`jitter_grid`] (instead of the default
     /// subset) the cells with these distributions.
     pub jitter_dists: Vec<JitterDist>,
@@ -232,11 +246,12 @@ impl Filter {
             f.rtt_ms = self.fairness_rtt.unwrap_or(f.rtt_ms);
             f.secs = self.fairness_secs.unwrap_or(f.secs);
             f.against = self.fairness_against.unwrap_or(f.against);
+            f.reference = self.fairness_reference.or(f.reference);
         }
         let fairness_kept = !self.no_fairness
             && plan.fairness.is_some_and(|f| {
                 self.systems.is_empty()
-                    || (self.systems.contains(&System::Ctcp) && self.systems.contains(&f.against))
+                    || (self.systems.contains(&f.first()) && self.systems.contains(&f.against))
             });
         if !fairness_kept {
             plan.fairness = None;
@@ -397,6 +412,7 @@ fn quick_plan() -> Plan {
         cells,
         fairness: Some(Fairness {
             against: System::Cubic,
+            reference: None,
             secs: 20,
             rate_bps: 5_000_000,
             rtt_ms: 100,
@@ -443,6 +459,7 @@ fn full_plan(with_30: bool) -> Plan {
         cells,
         fairness: Some(Fairness {
             against: System::Cubic,
+            reference: None,
             secs: 60,
             rate_bps: 5_000_000,
             rtt_ms: 100,
@@ -659,7 +676,7 @@ mod tests {
                 && !c.proxy_rss
                 && c.jobs.iter().all(|j| j.steady_from_s.is_none())));
             if let Some(f) = p.fairness {
-                assert_eq!(f.against, System::Cubic);
+                assert_eq!((f.against, f.reference), (System::Cubic, None));
             }
         }
         // Any change to what these modes measure shows here: update the pins only on
@@ -906,5 +923,46 @@ mod tests {
         assert_eq!(p.fairness.unwrap().against, System::Bbr);
         let p = Filter::default().apply(plan(Mode::Quick, false));
         assert_eq!(p.fairness.unwrap().against, System::Cubic);
+    }
+
+    #[test]
+    fn fairness_reference_replaces_the_ctcp_flow() {
+        let f = Filter {
+            fairness_against: Some(System::Bbr),
+            fairness_reference: Some(System::Cubic),
+            fairness_only: true,
+            fairness_rtt: Some(500),
+            fairness_secs: Some(120),
+            ..Filter::default()
+        };
+        let p = f.apply(plan(Mode::Quick, false));
+        assert!(p.cells.is_empty());
+        let fair = p.fairness.expect("the fairness run is kept");
+        assert_eq!(
+            (
+                fair.first(),
+                fair.against,
+                fair.rtt_ms,
+                fair.secs,
+                fair.rate_bps
+            ),
+            (System::Cubic, System::Bbr, 500, 120, 5_000_000)
+        );
+        // `--systems` names the reference flow, not ctcp.
+        let f = Filter {
+            fairness_reference: Some(System::Reno),
+            systems: vec![System::Reno, System::Cubic],
+            ..Filter::default()
+        };
+        let fair = f.apply(plan(Mode::Quick, false)).fairness.unwrap();
+        assert_eq!((fair.first(), fair.against), (System::Reno, System::Cubic));
+        let f = Filter {
+            fairness_reference: Some(System::Reno),
+            systems: vec![System::Ctcp, System::Cubic],
+            ..Filter::default()
+        };
+        assert!(f.apply(plan(Mode::Quick, false)).fairness.is_none());
+        let fair = Filter::default().apply(plan(Mode::Quick, false)).fairness;
+        assert_eq!(fair.unwrap().first(), System::Ctcp);
     }
 }

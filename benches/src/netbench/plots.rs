@@ -82,12 +82,13 @@ pub fn write_all(rows: &[Value], dir: &Path) -> Result<Vec<PathBuf>> {
         written.push(p);
     }
     for f in rows.iter().filter(|r| text(r, "workload") == "fairness") {
-        // The modes' own run is at 100 ms against Cubic; one moved elsewhere
-        // (`--fairness-rtt`, `--fairness-against`) gets its RTT or kernel flow in the name
-        // so it does not overwrite that plot.
-        let vs = match super::report::against(f) {
-            "cubic" => String::new(),
-            k => format!("-{k}"),
+        // The modes' own run is at 100 ms, ctcp against Cubic; one moved elsewhere
+        // (`--fairness-rtt`, `--fairness-against`, `--fairness-reference`) gets its RTT
+        // or flows in the name so it does not overwrite that plot.
+        let vs = match (super::report::first_flow(f), super::report::against(f)) {
+            ("ctcp", "cubic") => String::new(),
+            ("ctcp", k) => format!("-{k}"),
+            (a, k) => format!("-{a}-{k}"),
         };
         let p = match num(f, "rtt_ms") as u64 {
             100 => dir.join(format!("netbench-fairness{vs}.png")),
@@ -243,21 +244,29 @@ fn series(v: &Value, k: &str) -> Vec<f64> {
         .unwrap_or_default()
 }
 
-/// Per-second throughput of the ctcp and kernel flows of the fairness run.
+/// "ctcp", or "kernel Cubic", "kernel BBR", "kernel Reno".
+fn flow_label(k: &str) -> String {
+    match k {
+        "ctcp" => "ctcp".to_owned(),
+        "cubic" => "kernel Cubic".to_owned(),
+        "bbr" => "kernel BBR".to_owned(),
+        "reno" => "kernel Reno".to_owned(),
+        other => format!("kernel {other}"),
+    }
+}
+
+/// Per-second throughput of the two flows of the fairness run (ctcp or the reference
+/// kernel flow, and the kernel flow it is against).
 fn fairness_plot(row: &Value, path: &Path) -> Result<()> {
-    let k = super::report::against(row);
+    let (a, k) = (super::report::first_flow(row), super::report::against(row));
     let flows = [
-        ("ctcp".to_owned(), series(row, "series_ctcp_bps")),
+        (a.to_owned(), series(row, &format!("series_{a}_bps"))),
         (k.to_owned(), series(row, &format!("series_{k}_bps"))),
     ];
-    let kernel = match k {
-        "cubic" => "Cubic",
-        "bbr" => "BBR",
-        "reno" => "Reno",
-        other => other,
-    };
     let caption = format!(
-        "ctcp vs kernel {kernel}, {:.0} Mbit/s, RTT {} ms, Jain {:.3}",
+        "{} vs {}, {:.0} Mbit/s, RTT {} ms, Jain {:.3}",
+        flow_label(a),
+        flow_label(k),
         num(row, "rate_bps").max(1e6) / 1e6,
         num(row, "rtt_ms"),
         num(row, "jain")

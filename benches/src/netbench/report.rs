@@ -162,6 +162,15 @@ pub fn against(r: &Value) -> &str {
     }
 }
 
+/// The other flow of a fairness row: ctcp, or the kernel congestion control of a
+/// reference row (`--fairness-reference`, its `reference` field).
+pub fn first_flow(r: &Value) -> &str {
+    match s(r, "reference") {
+        "" => "ctcp",
+        k => k,
+    }
+}
+
 fn fairness_table(rows: &[Value], out: &mut String) {
     let fair: Vec<&Value> = rows
         .iter()
@@ -172,22 +181,48 @@ fn fairness_table(rows: &[Value], out: &mut String) {
     }
     let _ = writeln!(
         out,
-        "\n| fairness | against | ctcp Mbit/s | kernel Mbit/s | steady ctcp | steady kernel | Jain (steady) | Jain (whole) |\n|---|---|---|---|---|---|---|---|"
+        "\n| fairness | flows | first Mbit/s | kernel Mbit/s | steady first | steady kernel | Jain (steady) | Jain (whole) |\n|---|---|---|---|---|---|---|---|"
     );
     for r in fair {
-        let k = against(r);
+        let (a, k) = (first_flow(r), against(r));
         let _ = writeln!(
             out,
-            "| {} ms, {:.0} Mbit/s, {} s | {k} | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {:.3} |",
+            "| {} ms, {:.0} Mbit/s, {} s | {a} vs {k} | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {:.3} |",
             f(r, "rtt_ms"),
             f(r, "rate_bps") / 1e6,
             f(r, "secs"),
-            f(r, "goodput_ctcp_bps") / 1e6,
+            f(r, &format!("goodput_{a}_bps")) / 1e6,
             f(r, &format!("goodput_{k}_bps")) / 1e6,
-            f(r, "steady_ctcp_bps") / 1e6,
+            f(r, &format!("steady_{a}_bps")) / 1e6,
             f(r, &format!("steady_{k}_bps")) / 1e6,
             f(r, "jain"),
             f(r, "jain_whole"),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn fairness_table_names_both_flows() {
+        let ctcp = json!({"workload": "fairness", "rtt_ms": 100, "rate_bps": 5e6, "secs": 60,
+            "against": "bbr", "goodput_ctcp_bps": 1e6, "goodput_bbr_bps": 3.7e6,
+            "steady_ctcp_bps": 0.85e6, "steady_bbr_bps": 3.89e6, "jain": 0.709, "jain_whole": 0.749});
+        let old = json!({"workload": "fairness", "rtt_ms": 100, "rate_bps": 5e6, "secs": 20,
+            "goodput_ctcp_bps": 2.5e6, "goodput_cubic_bps": 2.4e6,
+            "steady_ctcp_bps": 2.5e6, "steady_cubic_bps": 2.4e6, "jain": 0.99, "jain_whole": 0.99});
+        let reference = json!({"workload": "fairness", "rtt_ms": 500, "rate_bps": 5e6, "secs": 120,
+            "against": "bbr", "reference": "cubic", "goodput_cubic_bps": 2e6, "goodput_bbr_bps": 2.5e6,
+            "steady_cubic_bps": 2.1e6, "steady_bbr_bps": 2.6e6, "jain": 0.989, "jain_whole": 0.98});
+        let t = markdown(&[ctcp, old, reference]);
+        assert!(t.contains("| 100 ms, 5 Mbit/s, 60 s | ctcp vs bbr | 1.00 | 3.70 | 0.85 | 3.89 | 0.709 | 0.749 |"), "{t}");
+        assert!(
+            t.contains("| 100 ms, 5 Mbit/s, 20 s | ctcp vs cubic | 2.50 | 2.40 |"),
+            "{t}"
+        );
+        assert!(t.contains("| 500 ms, 5 Mbit/s, 120 s | cubic vs bbr | 2.00 | 2.50 | 2.10 | 2.60 | 0.989 | 0.980 |"), "{t}");
     }
 }

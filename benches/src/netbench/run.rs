@@ -1,12 +1,12 @@
 //! Runs a [`Plan`]: one link per cell, the jobs on it, one JSON row per transfer.
 
-use super::link::{Link, LinkSpec, LossModel, Snapshot};
+use super::link::{Link, LinkSpec, LossModel, Snapshot, ADDR_A, ADDR_A2};
 use super::plan::{Cell, Fairness, Job, Plan, System, Workload, RATE};
 use super::workload::{
     bytes_so_far, curl, curl_background, curl_sampled, make_file, proxychains_conf, rsync, Bins,
     CtcpPair, DataFile, Servers, Transfer,
 };
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -137,9 +137,10 @@ pub fn run_plan(ctx: &Ctx<'_>, plan: &Plan, out: &mut Out) -> Result<Vec<Value>>
     }
     if let Some(f) = plan.fairness {
         eprintln!(
-            "fairness: {} s at {} bit/s against {}",
+            "fairness: {} s at {} bit/s, {} against {}",
             f.secs,
             f.rate_bps,
+            f.first().name(),
             f.against.name()
         );
         let row = run_fairness(ctx, &f)?;
@@ -443,26 +444,127 @@ fn mean(xs: &[f64]) -> f64 {
     }
 }
 
+/// The congestion control of each established connection in `ss -tin` output, with the
+/// peer's address: `(peer, cc)`. The header line of a connection names the local and peer
+/// address (`0 0 10.77.0.2:8000 10.77.0.3:41234`), the indented line after it starts with
+/// the options and then the algorithm (`ts sack bbr wscale:7,7 ...`).
+pub fn ss_congestion(out: &str) -> Vec<(String, String)> {
+    const FLAGS: [&str; 5] = ["ts", "sack", "ecn", "ecnseen", "fastopen"];
+    let mut conns = Vec::new();
+    let mut peer: Option<String> = None;
+    for line in out.lines() {
+        if line.starts_with([' ', '\t']) {
+            let Some(p) = peer.take() else { continue };
+            let cc = line.split_whitespace().find(|t| {
+                !FLAGS.contains(t)
+                    && t.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            });
+            conns.push((p, cc.unwrap_or("?").to_owned()));
+        } else {
+            peer = line
+                .split_whitespace()
+                .filter_map(|t| t.rsplit_once(':').map(|(ip, _)| ip))
+                .next_back()
+                .map(|ip| {
+                    let ip = ip.trim_start_matches('[').trim_end_matches(']');
+                    ip.strip_prefix("::ffff:").unwrap_or(ip).to_owned()
+                });
+        }
+    }
+    conns
+}
+
+/// Checks that every connection B serves to `want`'s addresses runs that address's
+/// congestion control, and that each address has one; returns `{address: cc}`.
+fn check_congestion(ss: &str, want: &[(&str, &str)]) -> Result<Value> {
+    let conns = ss_congestion(ss);
+    let mut seen = serde_json::Map::new();
+    for &(addr, cc) in want {
+        let got: Vec<&str> = conns
+            .iter()
+            .filter(|(p, _)| p == addr)
+            .map(|(_, c)| c.as_str())
+            .collect();
+        if got.is_empty() || got.iter().any(|c| *c != cc) {
+            bail!(
+                "the connection from {addr} should use {cc} but ss in namespace B shows {got:?}:\n{ss}"
+            );
+        }
+        seen.insert(addr.to_owned(), json!(cc));
+    }
+    Ok(Value::Object(seen))
+}
+
 fn run_fairness(ctx: &Ctx<'_>, f: &Fairness) -> Result<Value> {
     let spec = LinkSpec::bdp_queued(f.rtt_ms, f.rate_bps, LossModel::None, 7);
     let link = Link::start(&ctx.bins.linkem, &ctx.work.path, &spec)?;
     let _servers = Servers::start(&link, &ctx.work.www, &ctx.work.path, false)?;
-    let _pair = CtcpPair::start(&link, ctx.bins, &ctx.work.path)?;
     let kernel = f.against.name();
-    link.set_cc(
-        f.against
-            .cc()
-            .context("the fairness run is against kernel TCP")?,
-    )?;
+    let against_cc = f
+        .against
+        .cc()
+        .context("the fairness run is against kernel TCP")?;
+    // ctcp's flow, or the reference: a kernel TCP flow with the namespaces' default
+    // congestion control while the other flow, from the second client address, gets
+    // `against` from B's route to that address.
+    let (_pair, from) = match f.reference {
+        None => {
+            let pair = CtcpPair::start(&link, ctx.bins, &ctx.work.path)?;
+            link.set_cc(against_cc)?;
+            (Some(pair), None)
+        }
+        Some(r) => {
+            let cc = r.cc().context("the reference flow is kernel TCP")?;
+            if cc == against_cc {
+                bail!("the reference flow needs another congestion control than {kernel}");
+            }
+            link.set_cc(cc)?;
+            link.add_client_addr(against_cc)?;
+            (None, Some(ADDR_A2))
+        }
+    };
+    let first = f.first().name();
     let file = ctx.file(fairness_size(f))?;
     let (da, db) = (
-        ctx.work.path.join("fair-ctcp"),
+        ctx.work.path.join(format!("fair-{first}")),
         ctx.work.path.join(format!("fair-{kernel}")),
     );
     let before = link.settled_snapshot()?;
-    let mut a = curl_background(&link, file, true, &da, f.secs)?;
-    let mut b = curl_background(&link, file, false, &db, f.secs)?;
-    let (sa, sb) = sample(&da, &db, f.secs);
+    let mut a = curl_background(&link, file, f.reference.is_none(), None, &da, f.secs)?;
+    let mut b = curl_background(&link, file, false, from, &db, f.secs)?;
+    // Two kernel flows: once both are established, B's sockets must show one congestion
+    // control each (read while sampling, so the samples keep their clock).
+    let ss_after = Duration::from_millis((4 * f.rtt_ms).max(3000));
+    let ((sa, sb), ss) = std::thread::scope(|s| {
+        let ss = f.reference.map(|_| {
+            s.spawn(|| {
+                std::thread::sleep(ss_after);
+                link.ss_b()
+            })
+        });
+        let samples = sample(&da, &db, f.secs);
+        (samples, ss.map(|h| h.join()))
+    });
+    let cc_seen = match ss {
+        None => None,
+        Some(Err(_)) => bail!("the ss thread panicked"),
+        Some(Ok(ss)) => {
+            let ss = ss?;
+            let want = [(ADDR_A, first), (ADDR_A2, kernel)];
+            let seen = check_congestion(&ss, &want)?;
+            eprintln!(
+                "  ss in namespace B after {:.1} s: {}",
+                ss_after.as_secs_f64(),
+                ss_congestion(&ss)
+                    .iter()
+                    .map(|(p, c)| format!("{p} {c}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            Some((seen, ss))
+        }
+    };
     a.wait_timeout(Duration::from_secs(5))?;
     b.wait_timeout(Duration::from_secs(5))?;
     drop((a, b));
@@ -472,7 +574,7 @@ fn run_fairness(ctx: &Ctx<'_>, f: &Fairness) -> Result<Value> {
     let (ga, gb) = (mean(&sa), mean(&sb));
     let j = jain(&[ma, mb]);
     eprintln!(
-        "  fairness: ctcp {:.2} Mbit/s, {kernel} {:.2} Mbit/s, Jain (steady, from {skip} s) {j:.3}",
+        "  fairness: {first} {:.2} Mbit/s, {kernel} {:.2} Mbit/s, Jain (steady, from {skip} s) {j:.3}",
         ma / 1e6,
         mb / 1e6
     );
@@ -484,27 +586,65 @@ fn run_fairness(ctx: &Ctx<'_>, f: &Fairness) -> Result<Value> {
     let got = bytes_so_far(&da) + bytes_so_far(&db);
     let mut row = json!({
         "mode": ctx.mode,
-        "system": format!("ctcp+{kernel}"),
+        "system": format!("{first}+{kernel}"),
         "workload": "fairness",
         "against": kernel,
         "secs": f.secs,
         "goodput_bps": ga + gb,
         "efficiency": (ga + gb) / f.rate_bps as f64,
-        "goodput_ctcp_bps": ga,
         "steady_from_s": skip,
-        "steady_ctcp_bps": ma,
         "jain": j,
         "jain_whole": jain(&[ga, gb]),
-        "series_ctcp_bps": sa,
         "bytes_ok": true,
         "timed_out": false,
         "wire_bytes": wire,
         "wire_per_goodput": ratio(wire, got),
         "link_final": counters_json(&link.stop()?),
     });
-    // The kernel flow's fields are named after it (`goodput_cubic_bps`, `goodput_bbr_bps`).
+    // Both flows' fields are named after them (`goodput_ctcp_bps`, `goodput_cubic_bps`,
+    // `goodput_bbr_bps`); a reference row names its first flow in `reference` and keeps
+    // what ss showed of the two connections.
+    row[format!("goodput_{first}_bps")] = json!(ga);
+    row[format!("steady_{first}_bps")] = json!(ma);
+    row[format!("series_{first}_bps")] = json!(sa);
     row[format!("goodput_{kernel}_bps")] = json!(gb);
     row[format!("steady_{kernel}_bps")] = json!(mb);
     row[format!("series_{kernel}_bps")] = json!(sb);
+    if let Some((seen, ss)) = cc_seen {
+        row["reference"] = json!(first);
+        row["reference_addr"] = json!(ADDR_A);
+        row["against_addr"] = json!(ADDR_A2);
+        row["cc_seen"] = seen;
+        row["ss_b"] = json!(ss);
+    }
     Ok(merge(row, link_fields(&spec)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SS: &str = "0      0      10.77.0.2:8000 10.77.0.1:41234\n\t ts sack cubic wscale:7,7 rto:308 rtt:104.2/1.1 mss:1448 cwnd:60\n0      0      10.77.0.2:8000 10.77.0.3:52710\n\t ts sack bbr wscale:7,7 rto:304 rtt:101.5/0.5 bbr:(bw:3.9Mbps,mrtt:100.2) cwnd:80\n0 0 [::ffff:10.77.0.2]:8000 [::ffff:10.77.0.1]:40000\n\t reno wscale:7,7\n";
+
+    #[test]
+    fn ss_congestion_reads_each_connection() {
+        assert_eq!(
+            ss_congestion(SS),
+            [
+                ("10.77.0.1".to_owned(), "cubic".to_owned()),
+                ("10.77.0.3".to_owned(), "bbr".to_owned()),
+                ("10.77.0.1".to_owned(), "reno".to_owned()),
+            ]
+        );
+        let two = SS.lines().take(4).collect::<Vec<_>>().join("\n");
+        let seen = check_congestion(&two, &[("10.77.0.1", "cubic"), ("10.77.0.3", "bbr")]);
+        assert_eq!(
+            seen.unwrap(),
+            json!({"10.77.0.1": "cubic", "10.77.0.3": "bbr"})
+        );
+        // The same controller on both, or a missing connection, fails.
+        assert!(check_congestion(&two, &[("10.77.0.1", "bbr"), ("10.77.0.3", "bbr")]).is_err());
+        assert!(check_congestion(SS, &[("10.77.0.1", "cubic")]).is_err());
+        assert!(check_congestion("", &[("10.77.0.3", "bbr")]).is_err());
+    }
 }

@@ -504,7 +504,10 @@ pub fn rsync(
     })
 }
 
-/// Starts a curl download that runs for up to `secs` and writes to `dest` (for sampling).
+/// Starts a curl download that runs for up to `secs` and writes to `dest` (for sampling),
+/// from the client address `from` if given (`curl --interface`, e.g. [`ADDR_A2`]).
+///
+/// [`ADDR_A2`]: super::link::ADDR_A2
 ///
 /// # Errors
 /// If curl cannot start.
@@ -512,10 +515,14 @@ pub fn curl_background(
     link: &Link,
     file: &DataFile,
     via_ctcp: bool,
+    from: Option<&str>,
     dest: &Path,
     secs: u64,
 ) -> Result<Proc> {
     let mut c = curl_command(link, file, via_ctcp, dest, secs as f64);
+    if let Some(addr) = from {
+        c.args(["--interface", addr]);
+    }
     c.stdout(Stdio::null()).stderr(Stdio::null());
     Proc::spawn("curl", &mut c)
 }
