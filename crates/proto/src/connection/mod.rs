@@ -286,9 +286,10 @@ struct SentPacket {
     /// around it, so it was lost.
     vanished: bool,
     /// An ACK whose range (its largest packet and the 64 before it) covered this packet
-    /// did not report it. Only such a packet is known to be missing: one the peer's ACKs
-    /// skipped over (a receiver that reads many datagrams before it answers reports only
-    /// the newest 65) has an unknown fate, and must count neither as lost nor as received.
+    /// did not report it. Only such a packet, once the cumulative ACK makes it obsolete,
+    /// was decoded around (lost): one the peer's ACKs skipped over (a receiver that read
+    /// many datagrams before it answered reported only the newest 65) has an unknown fate
+    /// and stays out of the loss estimate.
     missed: bool,
 }
 
