@@ -394,9 +394,8 @@ impl Connection {
             }
             // Also a packet no ACK's range covered (its ACK was lost): the cumulative ACK
             // made it obsolete above if the peer has it in order, and the peer's deficit
-            // caps the repairs owed if it does not. Waiting for the time threshold there
-            // cost 0.02 of efficiency with bunched ACKs (sim-sweep --jitter, Gilbert loss
-            // at 500 ms, two seed offsets).
+            // caps the repairs owed if it does not, while waiting for the time threshold
+            // slows recovery whenever bunched ACKs leave such gaps (BENCHMARKS.md, issue 24).
             if largest - pn >= pkt_threshold || now >= p.time + delay {
                 p.lost = true;
                 p.in_flight = false;
