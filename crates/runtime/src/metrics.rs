@@ -143,6 +143,32 @@ pub struct TransportTotals {
     pub stream_bytes_read: u64,
     /// Stream bytes sent (first transmissions).
     pub stream_bytes_sent: u64,
+    /// Repair symbols sent, by kind, in [`REPAIR_KINDS`] order.
+    pub repairs_by_kind: [u64; REPAIR_KINDS.len()],
+    /// Repair symbols received.
+    pub repairs_received: u64,
+    /// Repair symbols received that added nothing (everything they cover was known).
+    pub repairs_useless: u64,
+}
+
+/// The `kind` label values of repair counters: `proactive` (the loss-rate credit),
+/// `tail` (sent into an idle tail), `reactive` (owed for a declared loss, a reported
+/// deficit or a tail-loss probe), `stall` (the stall watch: the peer's in-order point stood
+/// still) and `margin` (start-up copies beside lost reactive repairs).
+pub const REPAIR_KINDS: [&str; 5] = ["proactive", "tail", "reactive", "stall", "margin"];
+
+/// A session's repair symbols sent, by kind, in [`REPAIR_KINDS`] order (they add up to
+/// `repair_sent`).
+pub fn repairs_by_kind(s: &ConnectionStats) -> [u64; REPAIR_KINDS.len()] {
+    let [reactive, proactive, tail, margin] = s.repair_origin;
+    // Stall repairs are counted among the reactive ones by origin.
+    [
+        proactive,
+        tail,
+        reactive.saturating_sub(s.stall_repairs),
+        s.stall_repairs,
+        margin,
+    ]
 }
 
 impl TransportTotals {
@@ -156,6 +182,11 @@ impl TransportTotals {
         self.packets_lost += s.lost;
         self.stream_bytes_read += s.stream_bytes_read;
         self.stream_bytes_sent += s.stream_bytes_sent;
+        for (t, n) in self.repairs_by_kind.iter_mut().zip(repairs_by_kind(s)) {
+            *t += n;
+        }
+        self.repairs_received += s.repairs_received;
+        self.repairs_useless += s.repairs_useless;
     }
 }
 
@@ -411,6 +442,17 @@ struct SessionInfo {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SessionKind {
+    session: String,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Kind {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Reason {
     reason: &'static str,
 }
@@ -441,6 +483,21 @@ fn reply_family(counts: &BTreeMap<u8, u64>) -> Family<ReplyCode, Counter> {
     f
 }
 
+/// A session's gauge values, in the order `render` registers them: srtt, min RTT, cwnd,
+/// loss ratio (lost per resolved packet), loss estimate, repair ratio (every kind of
+/// repair per source symbol), streams.
+fn session_gauges(st: &ConnectionStats, streams: usize) -> [f64; 7] {
+    [
+        st.srtt.as_secs_f64(),
+        st.min_rtt.as_secs_f64(),
+        st.cwnd as f64,
+        st.loss_ratio(),
+        st.loss,
+        st.repairs_per_source(),
+        streams as f64,
+    ]
+}
+
 /// Renders the current statistics in the OpenMetrics text format.
 pub fn render(driver: &Driver) -> String {
     let mut reg = Registry::with_prefix("ctcp");
@@ -448,8 +505,18 @@ pub fn render(driver: &Driver) -> String {
         ("srtt_seconds", "Smoothed round-trip time"),
         ("min_rtt_seconds", "Windowed minimum round-trip time"),
         ("cwnd_packets", "Congestion window in packets"),
-        ("loss_ratio", "Short-term loss estimate"),
-        ("repair_ratio", "Proactive repair symbols per source symbol"),
+        (
+            "loss_ratio",
+            "Packets lost per packet resolved (acknowledged or lost; packets in flight excluded)",
+        ),
+        (
+            "loss_estimate",
+            "Short-term loss estimate the repair policy uses (EWMA over resolved packets)",
+        ),
+        (
+            "repair_ratio",
+            "Repair symbols sent per source symbol sent, every kind of repair",
+        ),
         ("streams", "Open streams"),
     ]
     .into_iter()
@@ -461,6 +528,11 @@ pub fn render(driver: &Driver) -> String {
         ("bytes_sent", "Bytes put on the wire"),
         ("repair_symbols_sent", "Repair symbols sent"),
         ("packets_lost", "Packets declared lost"),
+        ("repairs_received", "Repair symbols received"),
+        (
+            "repairs_useless",
+            "Repair symbols received that added nothing (everything they cover was known)",
+        ),
         (
             "stream_bytes_read",
             "Stream bytes delivered to the application",
@@ -473,6 +545,7 @@ pub fn render(driver: &Driver) -> String {
     .into_iter()
     .map(|(n, h)| (n, h, SessionCounter::default()))
     .collect();
+    let repairs: Family<SessionKind, Counter> = Family::default();
     let info: Family<SessionInfo, Gauge> = Family::default();
     let sessions = driver.sessions();
     for s in &sessions {
@@ -485,15 +558,7 @@ pub fn render(driver: &Driver) -> String {
         .set(1);
         let l = Session { session };
         let st = &s.stats;
-        let values = [
-            st.srtt.as_secs_f64(),
-            st.min_rtt.as_secs_f64(),
-            st.cwnd as f64,
-            st.loss,
-            st.repair_ratio,
-            s.streams as f64,
-        ];
-        for ((_, _, g), v) in gauges.iter().zip(values) {
+        for ((_, _, g), v) in gauges.iter().zip(session_gauges(st, s.streams)) {
             g.get_or_create(&l).set(v);
         }
         let totals = [
@@ -502,13 +567,28 @@ pub fn render(driver: &Driver) -> String {
             st.bytes_sent,
             st.repair_sent,
             st.lost,
+            st.repairs_received,
+            st.repairs_useless,
             st.stream_bytes_read,
             st.stream_bytes_sent,
         ];
         for ((_, _, c), v) in counters.iter().zip(totals) {
             c.get_or_create(&l).inc_by(v);
         }
+        for (kind, n) in REPAIR_KINDS.into_iter().zip(repairs_by_kind(st)) {
+            repairs
+                .get_or_create(&SessionKind {
+                    session: l.session.clone(),
+                    kind,
+                })
+                .inc_by(n);
+        }
     }
+    reg.register(
+        "repairs_sent",
+        "Repair symbols sent, by kind (proactive, tail, reactive, stall, margin)",
+        repairs,
+    );
     reg.register(
         "session_info",
         "A live session: its peer address and state (handshake, established, closing)",
@@ -525,7 +605,7 @@ pub fn render(driver: &Driver) -> String {
     reg.register("sessions", "Live tunnel sessions", live);
 
     let t = driver.totals();
-    let process: [(&str, &str, u64); 8] = [
+    let process: [(&str, &str, u64); 10] = [
         (
             "process_datagrams_sent",
             "Datagrams sent by all sessions since start",
@@ -557,6 +637,16 @@ pub fn render(driver: &Driver) -> String {
             t.transport.packets_lost,
         ),
         (
+            "process_repairs_received",
+            "Repair symbols received by all sessions since start",
+            t.transport.repairs_received,
+        ),
+        (
+            "process_repairs_useless",
+            "Repair symbols received that added nothing, all sessions since start",
+            t.transport.repairs_useless,
+        ),
+        (
             "process_stream_bytes_read",
             "Stream bytes delivered to the application by all sessions since start",
             t.transport.stream_bytes_read,
@@ -572,6 +662,15 @@ pub fn render(driver: &Driver) -> String {
         c.inc_by(v);
         reg.register(name, help, c);
     }
+    let by_kind: Family<Kind, Counter> = Family::default();
+    for (kind, n) in REPAIR_KINDS.into_iter().zip(t.transport.repairs_by_kind) {
+        by_kind.get_or_create(&Kind { kind }).inc_by(n);
+    }
+    reg.register(
+        "process_repairs_sent",
+        "Repair symbols sent by all sessions since start, by kind",
+        by_kind,
+    );
     let opened: Counter = Counter::default();
     opened.inc_by(t.sessions_opened);
     reg.register(
@@ -732,6 +831,44 @@ mod tests {
         // Retired counters are added once per session, however often it is reported.
         t.on_lost(a, &ConnectionError::IdleTimeout, Some(&stats(10, 100)));
         assert_eq!(t.retired.datagrams_sent, 11);
+    }
+
+    #[test]
+    fn gauges_tell_the_truth_about_loss_and_repair() {
+        // 400 packets resolved, 4 of them lost; more sent and still in flight. 100 sources
+        // and 10 repairs, 8 of them tail repairs and 1 from the stall watch.
+        let st = ConnectionStats {
+            source_sent: 100,
+            repair_sent: 10,
+            repair_origin: [2, 0, 8, 0],
+            stall_repairs: 1,
+            packets_resolved: 400,
+            packets_resolved_lost: 4,
+            in_flight: 300,
+            loss: 0.3,
+            ..ConnectionStats::default()
+        };
+        let g = session_gauges(&st, 1);
+        assert_eq!(
+            g[3], 0.01,
+            "loss ratio: lost per resolved packet, in flight left out"
+        );
+        assert_eq!(g[4], 0.3, "the estimator's EWMA is exported apart");
+        assert_eq!(g[5], 0.1, "repair ratio counts tail repairs");
+        let kinds = repairs_by_kind(&st);
+        assert_eq!(kinds.iter().sum::<u64>(), st.repair_sent);
+        assert_eq!(kinds, [0, 8, 1, 1, 0], "{REPAIR_KINDS:?}");
+        let mut t = TransportTotals::default();
+        let rx = ConnectionStats {
+            repairs_received: 5,
+            repairs_useless: 3,
+            ..ConnectionStats::default()
+        };
+        t.add(&st);
+        t.add(&rx);
+        assert_eq!(t.repairs_by_kind[1], 8);
+        assert_eq!((t.repairs_received, t.repairs_useless), (5, 3));
+        assert_eq!(session_gauges(&ConnectionStats::default(), 0)[3], 0.0);
     }
 
     #[test]

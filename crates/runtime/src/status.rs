@@ -183,9 +183,9 @@ pub struct SessionRow {
     pub min_rtt: f64,
     /// Congestion window, packets.
     pub cwnd: f64,
-    /// Short-term loss estimate (0..1).
+    /// Packets lost per packet resolved (0..1; packets in flight excluded).
     pub loss: f64,
-    /// Proactive repairs per source symbol.
+    /// Repair symbols sent per source symbol sent, every kind of repair.
     pub repair_ratio: f64,
     /// Open streams.
     pub streams: f64,

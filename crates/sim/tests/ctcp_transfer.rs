@@ -661,3 +661,36 @@ fn an_application_limited_sender_gets_its_rate_with_bounded_repairs() {
         "repairs beyond the erasure minimum: {mean_over:.4} of the sources on average"
     );
 }
+
+/// An application-limited sender falls idle after every write; on a clean link its idle
+/// spells must not each buy a tail repair: repairs stay within 1 % of the sources.
+#[test]
+fn an_application_limited_sender_on_a_clean_link_sends_no_needless_repairs() {
+    let pace = Pace {
+        chunk: 4 * 1024,
+        every: Duration::from_millis(5),
+    };
+    for rtt in [20, 100] {
+        let link = LinkSpec::new(RATE, Duration::from_millis(rtt));
+        let r = run_paced_transfer(
+            &link,
+            sweep_config(),
+            4_000_000,
+            Some(pace),
+            Seed::from_env_or(0x24),
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        let s = r.sender_stats.expect("the sender's statistics");
+        assert!(r.bytes_ok, "{rtt} ms: not byte-exact");
+        assert_eq!(s.lost, 0, "{rtt} ms: nothing is lost on a clean link");
+        assert_eq!(s.loss_ratio(), 0.0);
+        assert!(
+            s.repair_sent * 100 <= s.source_sent,
+            "{rtt} ms: {} repairs for {} sources (by origin {:?})",
+            s.repair_sent,
+            s.source_sent,
+            s.repair_origin
+        );
+    }
+}

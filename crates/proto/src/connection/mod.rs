@@ -190,6 +190,13 @@ pub struct ConnectionStats {
     pub repair_origin: [u64; 4],
     /// Packets declared lost.
     pub lost: u64,
+    /// Ack-eliciting packets whose fate is known: acknowledged, declared lost, or decoded
+    /// around after an ACK showed them missing. Packets in flight, and those the peer's
+    /// ACKs never covered, are not counted.
+    pub packets_resolved: u64,
+    /// Of [`ConnectionStats::packets_resolved`], those that were lost (declared lost and
+    /// never acknowledged, or decoded around).
+    pub packets_resolved_lost: u64,
     /// Stream bytes delivered to the application.
     pub stream_bytes_read: u64,
     /// Smoothed RTT.
@@ -210,9 +217,11 @@ pub struct ConnectionStats {
     pub unacked_symbols: u64,
     /// Congestion window in packets.
     pub cwnd: u64,
-    /// Short-term loss estimate.
+    /// Short-term loss estimate (the estimator's EWMA; [`ConnectionStats::loss_ratio`]
+    /// is the session's measured ratio).
     pub loss: f64,
-    /// Current proactive repair ratio (repairs per source symbol).
+    /// Current proactive repair rate (repairs per source symbol the loss-rate credit adds;
+    /// [`ConnectionStats::repairs_per_source`] counts every repair sent).
     pub repair_ratio: f64,
     /// Stream bytes put into source symbols and sent (first transmissions; stream data is
     /// never re-sent, lost symbols are recovered by repairs).
@@ -230,6 +239,25 @@ pub struct ConnectionStats {
     pub backoffs: u64,
     /// Delay noise (see `RttEstimator::jitter`).
     pub jitter: Duration,
+}
+
+impl ConnectionStats {
+    /// Packets lost per packet resolved over the session (0 before any is resolved):
+    /// packets still in flight count neither way.
+    pub fn loss_ratio(&self) -> f64 {
+        if self.packets_resolved == 0 {
+            return 0.0;
+        }
+        self.packets_resolved_lost as f64 / self.packets_resolved as f64
+    }
+
+    /// Repair symbols sent per source symbol sent, every kind of repair counted.
+    pub fn repairs_per_source(&self) -> f64 {
+        if self.source_sent == 0 {
+            return 0.0;
+        }
+        self.repair_sent as f64 / self.source_sent as f64
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -254,8 +282,15 @@ struct SentPacket {
     /// Acknowledged by its own transmission number (also after a spurious loss).
     delivered: bool,
     /// Made obsolete by the cumulative symbol ACK without an acknowledgement of its own,
-    /// although a later packet was acknowledged: the peer decoded around it, so it was lost.
+    /// although an ACK that reported its neighbours did not report it: the peer decoded
+    /// around it, so it was lost.
     vanished: bool,
+    /// An ACK whose range (its largest packet and the 64 before it) covered this packet
+    /// did not report it. Only such a packet, once the cumulative ACK makes it obsolete,
+    /// was decoded around (lost): one the peer's ACKs skipped over (a receiver that read
+    /// many datagrams before it answered reported only the newest 65) has an unknown fate
+    /// and stays out of the loss estimate.
+    missed: bool,
 }
 
 #[derive(Debug)]
@@ -298,9 +333,24 @@ struct AckState {
     pending: bool,
     immediate: bool,
     deadline: Option<Instant>,
+    /// The lowest ack-eliciting packet recorded since the last ACK went out.
+    unreported_from: Option<u64>,
+    /// ACKs taken before a batch of arrivals pushed unreported packets out of the bitmap's
+    /// reach, oldest first, each to go out alone ahead of anything else (see
+    /// [`AckState::would_drop_unreported`]).
+    owed: VecDeque<Ack>,
 }
 
 impl AckState {
+    /// Whether recording packet `pn` would leave an ack-eliciting packet that no ACK has
+    /// reported yet beyond the bitmap's reach (64 below the largest). Why it matters: a
+    /// receiver that reads many datagrams before it sends (the runtime drains its socket,
+    /// then polls) otherwise reports only the newest 65 of them, and the sender cannot
+    /// tell the rest from losses.
+    fn would_drop_unreported(&self, pn: u64) -> bool {
+        self.largest.is_some_and(|l| pn > l) && self.unreported_from.is_some_and(|u| pn > u + 64)
+    }
+
     /// Records packet `pn`. Only ack-eliciting packets make an ACK due: ACK-only packets
     /// are tracked in `largest`/`bitmap` (so the next ACK reports them) but never answered
     /// on their own, or a bulk sender would piggyback an ACK of ACKs (20–26 bytes) on
@@ -344,6 +394,7 @@ impl AckState {
         if !eliciting {
             return;
         }
+        self.unreported_from = Some(self.unreported_from.map_or(pn, |u| u.min(pn)));
         self.pending = true;
         self.unacked_eliciting += 1;
         if self.unacked_eliciting >= 2 {
@@ -354,6 +405,10 @@ impl AckState {
 
 /// Late arrivals past the ACK bitmap waiting to be reported: four ACKs' worth.
 const LATE_QUEUE: usize = 4 * wire::MAX_LATE;
+
+/// ACKs taken in one batch of arrivals at most (65 packets each): past that, the oldest
+/// packets of a larger batch go unreported.
+const OWED_ACKS: usize = 64;
 
 /// INITIATE copies per handshake attempt (see `poll_transmit`).
 const HANDSHAKE_COPIES: u32 = 3;

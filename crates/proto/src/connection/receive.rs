@@ -28,6 +28,14 @@ impl Connection {
         self.stats.datagrams_received += 1;
         // Copy out: chunk processing borrows self mutably.
         let plain = plain.to_vec();
+        // Before this packet's symbols reach the decoder: the ACK taken must not report
+        // them as decoded while its packet numbers leave this packet out.
+        if self.ack.would_drop_unreported(header.pn) && self.ack.owed.len() < OWED_ACKS {
+            if let Some(ack) = self.pending_ack(now) {
+                self.ack_sent();
+                self.ack.owed.push_back(ack);
+            }
+        }
         let mut eliciting = false;
         let expected_id = self.decoder.next_in_order();
         for chunk in Chunks::new(&plain, self.config.symbol_size, expected_id) {

@@ -149,6 +149,18 @@ impl Connection {
             }
         }
         mark(self, ack.largest_pn);
+        // What the ACK's range covers and it did not report is missing; below its range
+        // the ACK says nothing (see `SentPacket::missed`).
+        let range_start = ack
+            .largest_pn
+            .saturating_sub(64)
+            .max(self.sent_base)
+            .saturating_sub(self.sent_base) as usize;
+        let range_end =
+            (ack.largest_pn.saturating_sub(self.sent_base) as usize).min(self.sent.len());
+        for p in self.sent.range_mut(range_start.min(range_end)..range_end) {
+            p.missed |= !p.acked;
+        }
         for (d, by) in late {
             self.reorder.on_late_arrival(d, by);
         }
@@ -178,7 +190,7 @@ impl Connection {
         self.watch_in_order_point(now, moved);
         let covered = self.peer_next_in_order;
         let ack_index = (ack.largest_pn + 1).saturating_sub(self.sent_base) as usize;
-        for (i, p) in self.sent.iter_mut().enumerate() {
+        for p in self.sent.iter_mut() {
             if p.in_flight && !p.acked {
                 let obsolete = match p.kind {
                     SentKind::Source(id) => id < covered,
@@ -188,7 +200,7 @@ impl Connection {
                 if obsolete {
                     p.in_flight = false;
                     p.acked = true;
-                    p.vanished = i < ack_index;
+                    p.vanished = p.missed;
                     self.in_flight -= 1;
                     newly_acked += 1;
                 }
@@ -380,6 +392,10 @@ impl Connection {
             if p.acked || p.lost || !p.in_flight {
                 continue;
             }
+            // Also a packet no ACK's range covered (its ACK was lost): the cumulative ACK
+            // made it obsolete above if the peer has it in order, and the peer's deficit
+            // caps the repairs owed if it does not, while waiting for the time threshold
+            // slows recovery whenever bunched ACKs leave such gaps (BENCHMARKS.md, issue 24).
             if largest - pn >= pkt_threshold || now >= p.time + delay {
                 p.lost = true;
                 p.in_flight = false;
@@ -424,8 +440,8 @@ impl Connection {
 
     /// Drops settled packets from the front of the sent log and feeds the loss estimator
     /// their outcomes, in transmission order (the Gilbert counts need the order). A packet
-    /// the cumulative ACK made obsolete counts as lost when a later one was acknowledged
-    /// (the peer decoded around it) and is left out when its fate is unknown; counting
+    /// the cumulative ACK made obsolete counts as lost when an ACK showed it missing (the
+    /// peer decoded around it) and is left out when its fate is unknown; counting
     /// only individually acknowledged and declared-lost packets read 20 % loss as 12–18 %,
     /// because losses that proactive repair covered before detection never got an outcome.
     pub(super) fn trim_sent(&mut self) {
@@ -438,6 +454,10 @@ impl Connection {
                     self.recent_lost.pop_front();
                 }
                 self.recent_lost.push_back((self.sent_base, p.time));
+            }
+            if p.ack_eliciting && (p.delivered || p.lost || p.vanished) {
+                self.stats.packets_resolved += 1;
+                self.stats.packets_resolved_lost += u64::from(!p.delivered);
             }
             if p.ack_eliciting {
                 let congestion = self

@@ -110,6 +110,14 @@ impl Connection {
         }
         let sources = fresh + overdue;
         let need = |fresh: u32, overdue: u32| {
+            // A flight that arrives whole with probability 1 − TINY_FLIGHT_FAILURE or
+            // better needs no speculative repair: its rare loss is repaired reactively. The
+            // normal approximation gives at least one repair for any λ > 0 (2√λ dominates
+            // small λ), so on a nearly clean path an application-limited sender, idle after
+            // every write, paid one repair per write.
+            if overdue == 0 && 1.0 - (1.0 - p).powf(f64::from(fresh)) <= TINY_FLIGHT_FAILURE {
+                return 0.0;
+            }
             let lambda = p * f64::from(fresh) + f64::from(overdue);
             let normal = ((lambda + 2.0 * lambda.sqrt()) / (1.0 - p).max(0.05)).ceil();
             if overdue == 0 && fresh <= 2 {

@@ -60,6 +60,12 @@ impl Connection {
             State::Established => {}
         }
 
+        if let Some(ack) = self.ack.owed.pop_front() {
+            // Taken while a batch of arrivals was read (`AckState::owed`): alone, at once.
+            self.begin_packet(buf);
+            ack.emit(buf);
+            return Some(self.finish_packet(now, buf, SentKind::Control, false));
+        }
         let cwnd_open = self.in_flight < self.cc.window();
         self.pacer.set_gain(self.cc.pacing_gain(self.rtt.srtt()));
         let release = self.pacer.delay(
@@ -155,7 +161,7 @@ impl Connection {
     }
 
     /// The ACK that would go out at `now`, if one is pending.
-    fn pending_ack(&self, now: Instant) -> Option<Ack> {
+    pub(super) fn pending_ack(&self, now: Instant) -> Option<Ack> {
         if !self.ack.pending {
             return None;
         }
@@ -192,6 +198,12 @@ impl Connection {
     /// Appends `ack` (from [`Connection::pending_ack`]) and clears what was pending.
     fn emit_ack(&mut self, ack: &Ack, buf: &mut Vec<u8>) {
         ack.emit(buf);
+        self.ack_sent();
+    }
+
+    /// Clears the pending state an ACK from [`Connection::pending_ack`] just reported.
+    pub(super) fn ack_sent(&mut self) {
+        self.ack.unreported_from = None;
         // `pending_ack` looked at (at most) this many of the oldest.
         let reported = self.ack.late.len().min(wire::MAX_LATE);
         self.ack.late.drain(..reported);
@@ -223,6 +235,7 @@ impl Connection {
             lost: false,
             delivered: false,
             vanished: false,
+            missed: false,
         });
         if in_flight {
             self.in_flight += 1;
