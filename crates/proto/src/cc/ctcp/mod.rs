@@ -207,7 +207,13 @@ impl Ctcp {
         // The time one packet takes at the current rate (srtt per window).
         let packet_time = rtt.srtt().div_f64(self.cwnd.max(1.0));
         let beta = backoff::beta_now(rtt, packet_time);
-        self.w_max = Some(self.cwnd);
+        // Cubic's fast convergence (RFC 9438 §4.7): a cut below the last cut's window means
+        // the flow's share is shrinking (a newcomer), so the curve aims lower and leaves it
+        // room, as the Cubic flow it is fair to would.
+        self.w_max = Some(match self.w_max {
+            Some(prev) if self.cwnd < prev => self.cwnd * (1.0 + crate::cc::cubic::BETA) / 2.0,
+            _ => self.cwnd,
+        });
         self.cwnd *= beta;
         self.last_beta = beta;
         self.recovery_start = Some(now);

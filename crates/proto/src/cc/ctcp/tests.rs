@@ -804,3 +804,22 @@ fn jitter_beyond_packet_times_lifts_beta() {
     // Variation within two packet times is a queue's own movement: no lift.
     assert_eq!(backoff::beta_now(&rtt, ms(5)), plain);
 }
+
+#[test]
+fn a_shrinking_share_aims_lower_after_the_next_cut() {
+    // Cubic's fast convergence: a cut at a window below the last cut's w_max sets w_max to
+    // 0.85 of the window, so growth leaves room for a newcomer; a cut above it does not.
+    let mut s = Sim::into_growth(ms(100));
+    s.c.cwnd = 200.0;
+    s.c.cut(s.now, &s.rtt);
+    assert_eq!(s.c.w_max, Some(200.0));
+    s.c.cwnd = 150.0;
+    s.c.cut(s.now, &s.rtt);
+    assert_eq!(
+        s.c.w_max,
+        Some(150.0 * (1.0 + crate::cc::cubic::BETA) / 2.0)
+    );
+    s.c.cwnd = 300.0;
+    s.c.cut(s.now, &s.rtt);
+    assert_eq!(s.c.w_max, Some(300.0));
+}
