@@ -56,9 +56,9 @@ pub struct TransportConfig {
     /// a margin for the flight's likely losses when the sender falls idle (tail repairs and
     /// probes): nearly every repair fills a hole, which keeps the wire within
     /// 1.05/(1 − loss) of the goodput, but each loss delays in-order delivery by about a
-    /// round trip (p99 at 500 ms / 5 %: 1.4–2.7 s against 0.8–1.0 s at 0.9, for 1–4 % more
-    /// bytes on the wire). Values above 0 buy delivery delay with bandwidth; 0.9 was built
-    /// in before this setting existed. Not finite counts as 0.
+    /// round trip (evidence: docs/experiments/code-evidence.md#proactive-repair-default).
+    /// Values above 0 buy delivery delay with bandwidth; 0.9 was built in before this
+    /// setting existed. Not finite counts as 0.
     pub proactive_repair: f64,
 }
 

@@ -4,8 +4,8 @@
 //! its end, and decoding advances in order, so the repair that replaces a lost one must
 //! reach no further than the hole it was owed for. With a single high-water end, the
 //! replacement for a lost repair also spanned every newer hole, which waited for their own
-//! repairs, one of which was lost in turn: at 500 ms and 5 % loss with reactive repair only
-//! the in-order point stood still for 4 s while 25–30 holes stayed open (simulator).
+//! repairs, one of which was lost in turn, so the in-order point could stand still for
+//! seconds (evidence: docs/experiments/code-evidence.md#repair-debt-ends).
 
 use ctcp_rlnc::SymbolId;
 use std::collections::VecDeque;

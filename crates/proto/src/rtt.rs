@@ -15,9 +15,10 @@ use std::time::{Duration, Instant};
 pub(crate) const DEFAULT_MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
 
 /// Length of [`RttEstimator::floor_rtt`]'s window in min-RTT windows: long enough to
-/// outlast a standing queue's drift of the min-RTT filter (in the simulator a ctcp and a
-/// Cubic flow at 100 ms kept one standing for 40 s before it drifted 70 % above the path
-/// delay), short enough that a route onto a longer path is believed within a minute.
+/// outlast a standing queue's drift of the min-RTT filter (a competing Cubic flow can keep
+/// a queue standing for several min-RTT windows), short enough that a route onto a longer
+/// path is believed within a minute (evidence:
+/// docs/experiments/code-evidence.md#floor-windows).
 pub(crate) const FLOOR_WINDOWS: u32 = 6;
 
 /// Weight of [`RttEstimator::jitter`]'s moving average: the mean over about this many

@@ -252,11 +252,9 @@ impl RecvHalf {
     /// A new credit limit to announce, once the reader consumed a quarter of the window.
     ///
     /// Why a quarter, not half: on a lossy long path the read point lags the send point by
-    /// the data waiting behind the oldest hole, and at 600 ms / 30 % loss that reached
-    /// 4.8 MB, more than the 4 MB of an 8 MB window left ahead of the reader just before a
-    /// half-window update. The sender then stalled on credit for a second and filled the
-    /// idle link with tail repairs (sim-sweep, four seeds: efficiency 0.922–0.939 with
-    /// half-window updates, 0.932–0.944 with quarter ones, for twice as many updates).
+    /// the data waiting behind the oldest hole, which can exceed the half window left ahead
+    /// of the reader just before a half-window update, stalling the sender on credit
+    /// (evidence: docs/experiments/code-evidence.md#credit-update-quarter).
     pub(crate) fn credit_update(&mut self) -> Option<u64> {
         if self.final_size.is_some() || self.reset.is_some() {
             return None;

@@ -179,9 +179,10 @@ impl Connection {
             // of the two directions. Sent as exact all the same: marking it a lower bound
             // unless clearly below the rate up (an asymmetric link's fast downlink reads as
             // its uplink) let the server's slow start double past the BDP on symmetric
-            // links, which overflowed the queue (real kernel, 500 ms / 0 %: efficiency
-            // 0.927 → 0.912, wire 1.046 → 1.066). On a link much faster back than up, the
-            // server's slow start grows by a quarter per round above the uplink's BDP.
+            // links, which overflowed the queue (evidence:
+            // docs/experiments/code-evidence.md#path-rate-exact). On a link much faster
+            // back than up, the server's slow start grows by a quarter per round above the
+            // uplink's BDP.
             tracing::debug!(
                 conn = self.conn_id,
                 up_bytes_per_s = up.map(|(u, _)| u),

@@ -417,9 +417,9 @@ const HANDSHAKE_COPIES: u32 = 3;
 /// detection. Why: the sent log drops a lost packet at once, so when a reordered packet
 /// (50 ms late on a 100 ms path) was declared lost at 3 packets' displacement, its ACK
 /// found nothing, the reordering estimator never saw the late arrival, its thresholds
-/// stayed at their floors, and every reordered packet cost a useless repair (2.6 %
-/// overhead in the sweep's reordering row). A few hundred covers more than a round trip
-/// of losses at the rates the thresholds matter for; the oldest are forgotten first.
+/// stayed at their floors, and every reordered packet cost a useless repair (evidence:
+/// docs/experiments/code-evidence.md#recent-lost). A few hundred covers more than a round
+/// trip of losses at the rates the thresholds matter for; the oldest are forgotten first.
 const RECENT_LOST: usize = 256;
 
 /// Packets in flight sent after a given packet number (see `Connection::sent_after`).
@@ -514,9 +514,8 @@ pub struct Connection {
     /// losses alternate, the first, third, ... each owing one. Why one per two: one per
     /// loss (each with its own end) cost about p² of the start-up's sources, and at 30 %
     /// loss half of those copies arrived useless; a copy reaching the highest end among
-    /// two losses stands in for either's replacement. sim-sweep, four seeds at 500 ms /
-    /// 30 %: copies 47–56 → 24–30, useless repairs 27–32 → 13–15, wire −0.002, 90 % of the
-    /// link still within 2.28–2.41 s.
+    /// two losses stands in for either's replacement, so one per two halves the copies and
+    /// the useless ones among them (evidence: docs/experiments/code-evidence.md#margin-skip).
     margin_skip: bool,
     /// Highest end among the lost reactive repairs since the last margin copy was owed.
     margin_end: Option<SymbolId>,
@@ -658,15 +657,15 @@ impl OwnedFrame {
 
 /// RTT (seconds) from which proactive repair (`TransportConfig::proactive_repair`) runs at
 /// its full share; below, the share shrinks in proportion and reactive repair carries the
-/// rest. Sim-sweep, 2 seeds,
-/// 20 ms / 20 % loss: efficiency 0.849 with a 100 ms scale and a floor of ½ → 0.909.
+/// rest: on short paths reactive repair is cheap and proactive repairs mostly land where
+/// nothing is missing (evidence: docs/experiments/code-evidence.md#proactive-full-rtt).
 const PROACTIVE_FULL_RTT: f64 = 0.5;
 /// With proactive repair on, reactive repairs end at the hole they were owed for only on
-/// paths with an srtt below this, where reactive repair carries most losses (20 ms /
-/// 20 %: p99 delay 2.2 s → 0.1 s); on long paths, where proactive repairs spanning the
-/// window arrive all the time, full-range reactive repairs combine better with them
-/// (sim-sweep at 500 ms, share 0.9: wire 1.092 vs 1.103 and efficiency 0.925 vs 0.916 at
-/// 5 % loss). Without proactive repair they always end at their hole.
+/// paths with an srtt below this, where reactive repair carries most losses and a repair
+/// spanning later losses stalls in-order delivery; on long paths, where proactive repairs
+/// spanning the window arrive all the time, full-range reactive repairs combine better
+/// with them (evidence: docs/experiments/code-evidence.md#narrow-reactive-below). Without
+/// proactive repair they always end at their hole.
 const NARROW_REACTIVE_BELOW: Duration = Duration::from_millis(250);
 
 /// Minimum RTTs from the start of a busy spell during which lost reactive repairs get
@@ -679,8 +678,8 @@ const STARTUP_RTTS: u32 = 4;
 pub const STALL_ROUNDS: u32 = 2;
 
 /// Shortest stand-still the stall watch answers: on short paths a hole's repairs take
-/// that long anyway, and firing sooner sent redundant repairs (sim-sweep 20 ms / 20–30 %:
-/// efficiency −0.003).
+/// that long anyway, and firing sooner sent redundant repairs (evidence:
+/// docs/experiments/code-evidence.md#stall-floor).
 const STALL_FLOOR: Duration = Duration::from_millis(250);
 /// Packet-number threshold for declaring loss when no reordering has been measured.
 const PACKET_THRESHOLD: u64 = 3;

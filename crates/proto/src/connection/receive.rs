@@ -81,8 +81,8 @@ impl Connection {
         self.apply_path(now);
         let status = self.decoder.status();
         // Every packet while symbols are missing: ACKing only new holes (or only every
-        // other packet) halves the ACKs under loss but cost 0.03 of efficiency at 20 ms /
-        // 20 % and 0.04 with Gilbert bursts at 500 ms in the sim-sweep.
+        // other packet) halves the ACKs under loss but slows recovery (evidence:
+        // docs/experiments/code-evidence.md#ack-every-packet-under-deficit).
         if status.deficit > 0 {
             self.ack.immediate = true;
         }

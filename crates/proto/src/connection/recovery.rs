@@ -7,11 +7,11 @@ impl Connection {
     /// The stall watch: a liveness guarantee for the hole at the peer's in-order point.
     ///
     /// Why: the cap on owed repairs reads the peer's deficit against the repairs in flight
-    /// at their expected arrival rate, so with hundreds in flight (600 ms / 30 %: σ ≈ 8) it
-    /// cannot see one repair too few, and when it drops the repair owed for the oldest
-    /// hole, nothing ever owes it again: in-order delivery stood still for 3.5 s (sim-sweep
-    /// 600 ms / 30 %, seed offset 2) until the coding window filled and tail repairs
-    /// spanned it. So when the in-order point has not moved for [`STALL_ROUNDS`]
+    /// at their expected arrival rate, so with hundreds in flight it cannot see one repair
+    /// too few, and when it drops the repair owed for the oldest hole, nothing ever owes it
+    /// again: in-order delivery stands still until the coding window fills and tail
+    /// repairs span it (evidence: docs/experiments/code-evidence.md#stall-watch). So when
+    /// the in-order point has not moved for [`STALL_ROUNDS`]
     /// loss-detection delays (at least [`STALL_FLOOR`]), about two lost repairs in a row,
     /// one repair is owed for that hole alone (its range ends just after it), unless the
     /// owed repairs already start with one for it, and the watch rearms. Checked as ACKs
@@ -47,8 +47,9 @@ impl Connection {
     /// source. Then lost reactive repairs get margin copies, one per two, beside their
     /// replacements (`margin_skip`). Why: without proactive repair each hole waits a
     /// round trip per lost repair, and in-order delivery waits for the longest such chain
-    /// among the flight's holes; at 500 ms / 20 % that held the delivered rate under 90 %
-    /// of the link for 2.7–3.3 s (sim-sweep, four seeds). The copies cost about p²/2 of the
+    /// among the flight's holes, which on a long lossy path holds the delivered rate well
+    /// under the link's for seconds (evidence:
+    /// docs/experiments/code-evidence.md#startup-margin). The copies cost about p²/2 of the
     /// sources sent in the start-up, where the rest of a bulk transfer pays nothing.
     fn in_startup(&self, now: Instant) -> bool {
         self.busy_since
@@ -221,9 +222,7 @@ impl Connection {
         // above every speculative repair's end, so no such repair was sized for them or can
         // fill their holes. Charging them too let the cap owe, after a coding-window stall,
         // narrow repairs for holes the stall's tail repairs were already filling as new
-        // sources went out (sim-sweep 600 ms / 20 %, seed offset 3: 70 such repairs
-        // arrived useless; useless repairs 94 → 36, efficiency 0.917 → 0.931; no other
-        // sweep cell moved, four seed offsets).
+        // sources went out (evidence: docs/experiments/code-evidence.md#unseen-cap).
         let (in_flight, first_src_after) = self.sent_after(ack.largest_pn);
         let p = self.loss.p();
         let speculative = (f64::from(in_flight.speculative) * (1.0 - p)
@@ -236,18 +235,12 @@ impl Connection {
             .unwrap_or_else(|| self.encoder.next_id())
             .saturating_sub(ack.highest_seen.max(self.peer_next_in_order));
         // Speculative repairs the peer already holds lower its deficit and are not added
-        // back: the deficit is the number of further equations the peer needs. The eighth
-        // pass added back every held tail or proactive repair ending above the in-order
-        // point (for holes whose owed repairs the cap dropped after a window-full stall,
-        // which the stall watch now catches). At the end of a transfer that let the cap owe
-        // narrow repairs for last-flight holes the tail had filled, all arriving after the
-        // last byte (simulator, four seeds each, repairs sent after the last byte: 9–21 → 0
-        // at 500 ms / 30 %, 16–27 → 0 at 600 ms / 30 %); in an application-limited flow,
-        // whose in-order point waits for a tail, it held 57–84 against a deficit of 8–10,
-        // so the cap was the raw hole count and every declared loss was owed a repair the
-        // tails filled first (500 ms / 30 %, 64 KiB every 100 ms: 336 of 350 reactive
-        // repairs arrived useless). `no_hole_is_forgotten_after_a_stall` is unchanged
-        // without it.
+        // back: the deficit is the number of further equations the peer needs. Adding them
+        // back let the cap owe narrow repairs for holes the tail had already filled, which
+        // arrived useless after the last byte, and in an application-limited flow made the
+        // cap the raw hole count; holes whose owed repairs the cap dropped after a
+        // window-full stall are the stall watch's (evidence:
+        // docs/experiments/code-evidence.md#no-held-add-back).
         let cap = ack
             .deficit
             .saturating_add(u32::try_from(unseen).unwrap_or(u32::MAX));
@@ -260,8 +253,8 @@ impl Connection {
         // Safety net: the receiver lacks symbols and no repair is on its way. Not while a
         // packet this ACK should already cover is still unresolved: that hole is most
         // likely a reordered packet on its way (RACK declares it lost in time if it is
-        // not), and answering it at once sent a useless repair for about one in three
-        // reordered packets (simulator, 2 % of packets 50 ms late at 100 ms).
+        // not), and answering it at once sent a useless repair for many reordered packets
+        // (evidence: docs/experiments/code-evidence.md#safety-net-waits).
         if ack.deficit > 0
             && self.debt.is_empty()
             && in_flight.reactive + in_flight.speculative == 0
@@ -286,12 +279,9 @@ impl Connection {
     /// way, counting each of those as arriving: a lost speculative repair owes nothing
     /// when declared, and the cap on owed repairs had already dropped the ones its tail
     /// stood in for, so when the tail's margin fell short nothing was owed until the probe
-    /// timeout. The held add-back (see `on_ack`) used to owe some of them by chance;
-    /// without it, 100 ms / 30 % seed offset 2 ended with a deficit of 4 and only lost
-    /// tail repairs in flight, waited 130 ms for the probe and lost 0.0099 of efficiency
-    /// (0.0021 with this).
-    /// Counting the repairs in flight at their expected arrivals instead owed mid-transfer
-    /// on short paths and cost 0.0034 at 20 ms / 20 % (seed offset 3). Run after each ACK
+    /// timeout. Counting the repairs in flight at their expected arrivals instead owed
+    /// mid-transfer on short paths (evidence:
+    /// docs/experiments/code-evidence.md#owe-tail-shortfall). Run after each ACK
     /// and after losses declared by timer, when no ACK may follow (every last repair lost).
     pub(super) fn owe_tail_shortfall(&mut self) {
         if self.peer_lacking == 0 || self.encoder.is_empty() {

@@ -6,19 +6,17 @@ use super::*;
 impl Connection {
     /// Loss rate for tail repairs: our direction's estimate, or the peer-to-us loss rate
     /// if that is higher. Why: a receiver sends only a few control symbols (flow-control
-    /// credit), too few for its own estimate, and losing one stalls the sender; at 600 ms
-    /// and 30 % loss one lost credit update, then its probes, idled a 20 MB transfer for
-    /// 9 s in the simulator. The incoming rate needs 64 packets to count, or a handshake
-    /// train.
+    /// credit), too few for its own estimate, and losing one, then its probes, idles the
+    /// sender for seconds on a long lossy path (evidence:
+    /// docs/experiments/code-evidence.md#tail-loss). The incoming rate needs 64 packets to
+    /// count, or a handshake train.
     ///
     /// The handshake train's copies count as outcomes of their direction from the start
     /// (both rates then blend them with what the data packets show, so they fade as those
     /// accumulate): a fresh session has no estimate yet, and without one the first small
     /// flights (a proxied request, its OPEN, the reply) went without tail repairs, each
     /// loss waiting out a probe timeout of three handshake RTTs, doubled for each lost
-    /// probe. Simulator, 500 ms / 30 %, 200 seeds of a 100-byte request and a 2 kB reply
-    /// one second into a session: median 3.2 RTT and p90 11 RTT before, 1.0 and 1.0 with
-    /// the train's sample (with [`tiny_flight_repairs`] too: 93 % within 1.5 RTT).
+    /// probe (evidence: docs/experiments/code-evidence.md#tail-loss-train).
     fn tail_loss(&self) -> f64 {
         let (hs_got, hs_sent) = self.train_loss_in.unwrap_or((0, 0));
         let received = self.rx_packets + u64::from(hs_got);
@@ -46,19 +44,18 @@ impl Connection {
     /// losing it leaves that hole open. In a flight of a few symbols, at least what those
     /// sent after the newest speculative repair need alone. Zero on a loss-free path. Computed afresh after each round of reactive repairs. Why: at
     /// the end of a burst a loss waits a round trip for the ACK that reports it and another
-    /// for the repair, and at high loss the repairs of the last round are lost in turn; at
-    /// 500 ms / 20 % the last holes of a 20 MB transfer took 1.2–1.8 s to close (sim-sweep,
-    /// four seeds: whole-transfer efficiency 0.909–0.921 with one budget per idle spell
-    /// counting sources only, 0.935–0.938 now, for 0.1 % more repair).
+    /// for the repair, and at high loss the repairs of the last round are lost in turn, so
+    /// a transfer's last holes wait on chains of lost repairs (evidence:
+    /// docs/experiments/code-evidence.md#tail-budget).
     ///
     /// Packets still unacknowledged a loss-detection delay after they were sent, above the
     /// largest acknowledged and with the peer heard from since, are taken as lost (a source
     /// or reactive repair adds a whole expected loss, a speculative repair covers nothing):
     /// RACK declares them only once a later packet is acknowledged, and a receiver's rare
     /// ack-eliciting packets may have none. Counting them as in flight left a receiver's
-    /// new credit update without a tail repair while an old lost one sat there, and at 600
-    /// ms / 10 % three lost updates in a row held a 20 MB upload on its credit limit for
-    /// 3.75 s (sim-sweep seed 0 after a change elsewhere: efficiency 0.899 against 0.929).
+    /// new credit update without a tail repair while an old lost one sat there, holding the
+    /// peer on its credit limit (evidence:
+    /// docs/experiments/code-evidence.md#tail-budget-overdue).
     pub(super) fn tail_budget(&self, now: Instant) -> u32 {
         let p = self.tail_loss();
         if p <= 0.0 {
@@ -129,11 +126,9 @@ impl Connection {
         // Repairs already in flight count against the flight's need, but in a flight of a
         // few symbols those sent after the last of them get their own: otherwise a request
         // written just after its stream's OPEN had gone out with its tail repairs went
-        // unprotected (simulator, 500 ms / 30 %, the OPEN and the request 1 ms apart on
-        // each side: 71 % of exchanges within 1.5 RTT against 93 % with each side's two in
-        // one flight). Not in a bulk flight, where the flight-wide margin already covers
-        // them: there the rule fired at every short pause of the application and put 0.4 %
-        // more on the wire (netbench 500 ms / 30 %: 282 tail repairs against 234).
+        // unprotected. Not in a bulk flight, where the flight-wide margin already covers
+        // them: there the rule fired at every short pause of the application and only added
+        // repairs (evidence: docs/experiments/code-evidence.md#tail-budget-own).
         let own = if sources <= TINY_FLIGHT_SOURCES {
             need(uncovered, 0)
         } else {
@@ -144,8 +139,8 @@ impl Connection {
         // three, sized for a 99 % decode rather than by the normal approximation, which
         // gives one symbol at 30 % two repairs (all three lost 2.7 % of the time): its
         // probes wait a PTO of three handshake RTTs at first, and at 30 % loss a credit
-        // update and its one repair were both lost often enough to idle a 500 ms transfer
-        // for 6 s.
+        // update and its one repair are both lost often enough to idle a transfer (evidence:
+        // docs/experiments/code-evidence.md#tail-budget-cap).
         let cap = f64::from(sources.max(3.min(sources * 3)));
         let budget = (need(fresh, overdue) - f64::from(repairs))
             .max(own)

@@ -8,8 +8,8 @@ impl Connection {
     /// unacknowledged with nothing in flight. The second case is the liveness guarantee:
     /// repair accounting bounds its debt by the peer's deficit, and a receiver that never
     /// saw a lost tail reports none, so without it a tail whose last repairs were lost
-    /// (proactive ones owe nothing) waited for the next keepalive, 20 s in the simulator
-    /// at 100 ms / 20 %.
+    /// (proactive ones owe nothing) waited for the next keepalive (evidence:
+    /// docs/experiments/code-evidence.md#tail-unresolved).
     fn tail_unresolved(&self) -> bool {
         self.in_flight > 0 || !self.encoder.is_empty()
     }

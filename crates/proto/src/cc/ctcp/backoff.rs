@@ -31,12 +31,10 @@ pub(super) const ROUND_MIN_QUEUE: Duration = Duration::from_millis(2);
 /// The gate's thresholds as fractions of `RTT_min`, where larger than the fixed ones:
 /// a standing queue under 15 % of the path's delay (srtt within 30 %) is the queue the
 /// flow needs to keep the link busy through its own window's ups and downs, not
-/// congestion. With 2 % / 4 % every round of a 20 %-loss path had a loss while the queue
-/// held two packets, so the window was cut by 2 % each round and regrew by half a packet:
-/// it sat at the BDP with the link idle after every cut. Simulator sweep, seed offset 0,
-/// 2 % / 4 % → 15 % / 30 %: 100 ms at 20 % 0.853 → 0.888, at 30 % 0.719 → 0.883; 20 ms at
-/// 20 % 0.909 → 0.924; Gilbert (5 %, bursts of 4) at 100 ms 0.845 → 0.911; Jain against
-/// Cubic unchanged (a competing Cubic keeps the queue far above either threshold).
+/// congestion. With thresholds of a few percent, every round of a lossy path had a loss
+/// while the queue held a packet or two, so the window sat at the BDP with the link idle
+/// after every cut; a competing Cubic keeps the queue far above either threshold
+/// (evidence: docs/experiments/code-evidence.md#queue-fractions).
 pub(super) const ROUND_MIN_QUEUE_FRACTION: f64 = 0.15;
 /// See [`ROUND_MIN_QUEUE_FRACTION`].
 pub(super) const SRTT_QUEUE_FRACTION: f64 = 0.3;
@@ -44,11 +42,10 @@ pub(super) const SRTT_QUEUE_FRACTION: f64 = 0.3;
 /// fraction of it means a standing queue, whatever the min-RTT window says. Why: with a
 /// Cubic flow keeping the bottleneck queue from emptying for a whole window, the windowed
 /// RTT_min rose to the standing level and the gate above, judged against it, closed: the
-/// queue's full depth (one BDP, RTT = 2 × path delay) never exceeded a minimum at 1.7 ×
-/// the path delay by 15 %, so every loss read as channel loss, H-TCP grew the window to
-/// 13 BDPs, half of what ctcp sent was dropped and re-repaired, and Cubic fell into
-/// retransmission timeouts (simulator, 5 Mbit/s, 100 ms, one Cubic flow starting 250 ms
-/// after ctcp: RTT_min 102 → 172 ms after 47 s, then 30,000 repairs in 25 s; Jain 0.864).
+/// queue's full depth no longer exceeded the drifted minimum by the gate's fraction, so
+/// every loss read as channel loss, H-TCP grew the window far past the BDP and Cubic fell
+/// into retransmission timeouts (evidence:
+/// docs/experiments/code-evidence.md#floor-queue-fraction).
 /// Half the floor is far above the queue a lone ctcp keeps on a lossy path (it backs off
 /// at 15 % over its own minimum), so on such paths nothing changes; a route that lengthens
 /// the path by more than half reads as a queue until the floor's window passes, costing
@@ -114,16 +111,13 @@ pub(super) fn beta(min_rtt: Duration, current: Duration) -> f64 {
 /// the windowed RTT_min stays within the floor's queue threshold, else RTT_min.
 ///
 /// Why the floor: a drifted RTT_min made β drift towards 1 with it, so each cut left more
-/// of the queue standing and the minimum drifted further. Simulator, one Cubic flow on 5
-/// Mbit/s at 500 ms (eight Cubic start phases 37 ms apart, Jain over 30–120 s): RTT_min
-/// rose from 502 to 880 ms within 90 s, ctcp's window reached 3.5 BDPs and it took 3.8–4.3
-/// Mbit/s (Jain 0.62–0.73, mean 0.65); with the floor the queue empties at each cut,
-/// RTT_min stays within 500–600 ms and the mean is 0.897 (the rest was H-TCP outgrowing
-/// Cubic; see `growth.rs`). Why not always: after a route change that lengthens the path
-/// by more than half, the windowed minimum has the new delay after one window while the
-/// floor keeps the old one for six; cuts of `old/new` on every gated loss would shrink the
-/// window to its minimum on a lossy path. A minimum that far above the floor is read as
-/// a new path, as the gate's threshold reads it.
+/// of the queue standing and the minimum drifted further, until ctcp took most of a link
+/// shared with Cubic; with the floor the queue empties at each cut (evidence:
+/// docs/experiments/code-evidence.md#beta-floor). Why not always: after a route change
+/// that lengthens the path by more than half, the windowed minimum has the new delay after
+/// one window while the floor keeps the old one for six; cuts of `old/new` on every gated
+/// loss would shrink the window to its minimum on a lossy path. A minimum that far above
+/// the floor is read as a new path, as the gate's threshold reads it.
 ///
 /// The base is raised by the delay noise (the RTT's sample-to-sample jitter beyond two
 /// packet times, × [`NOISE_MULTIPLE`], at most `RTT_min/8`): under jitter the windowed

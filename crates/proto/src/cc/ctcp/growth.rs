@@ -11,11 +11,10 @@
 //! - after a backoff, at the window a Cubic flow (RFC 9438, `C = 0.4`, `β = 0.7`) that saw
 //!   the same congestion event would have Δ + srtt later ([`CubicBound`]): never more
 //!   aggressive than the TCP it shares a bottleneck with. H-TCP's α grows with Δ whatever
-//!   the window, so on a long path with a small BDP it outgrew Cubic many times over (5
-//!   Mbit/s, 500 ms: 57 packets per RTT after 6 s on a 200-packet window, where Cubic adds
-//!   about 6) and took 77–89 % of the link. On a lossy path the bound costs nothing: the
-//!   gate lets only queue-full losses back off, and `β = RTT_min/RTT` leaves the window at
-//!   the BDP, so growth only refills the queue.
+//!   the window, so on a long path with a small BDP it outgrew Cubic many times over
+//!   (evidence: docs/experiments/code-evidence.md#cubic-bound). On a lossy path the bound
+//!   costs nothing: the gate lets only queue-full losses back off, and `β = RTT_min/RTT`
+//!   leaves the window at the BDP, so growth only refills the queue.
 //!
 //! (Standard H-TCP also scales α by 2(1−β); CTCP's β = RTT_min/RTT is close to 1 whenever
 //! the queue is small, which would all but stop growth after every gentle cut.)
@@ -41,13 +40,11 @@ pub(super) fn htcp_alpha(delta: Duration) -> f64 {
 
 /// H-TCP's RTT scaling of α (α × RTT/50 ms, within [0.2, 1]): α(Δ) is a per-RTT increase
 /// driven by wall-clock time, so without it a short-RTT flow would add far more per second
-/// than a long one and crowd out Cubic. The reference is tuned in the simulator against
-/// one Cubic flow on 5 Mbit/s (Cubic starting 0–259 ms after ctcp in 37 ms steps, Jain
-/// over 30–120 s). It was 300 ms while β came from the windowed RTT_min, which a Cubic
-/// flow's standing queue drifts up (shallow cuts); with β from the path floor the cuts
-/// drain the whole queue, and at 20 ms a 300 ms reference (scale 0.2) left ctcp 36 % of
-/// the link (Jain 0.93, worst phase 0.91); 50 ms gives 0.996 (worst 0.991). From 50 ms up
-/// the scale is 1 and the Cubic bound ([`CubicBound`]) keeps growth fair.
+/// than a long one and crowd out Cubic. The reference is tuned for fairness against one
+/// Cubic flow with β from the path floor, whose cuts drain the whole queue: a longer one
+/// scales short paths down too far and leaves ctcp too little of the link (evidence:
+/// docs/experiments/code-evidence.md#alpha-scale). From 50 ms up the scale is 1 and the
+/// Cubic bound ([`CubicBound`]) keeps growth fair.
 pub(super) fn alpha_scale(min_rtt: Duration) -> f64 {
     (min_rtt.as_secs_f64() / ALPHA_RTT_REFERENCE).clamp(0.2, 1.0)
 }

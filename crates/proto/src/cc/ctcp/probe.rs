@@ -38,9 +38,10 @@ pub(super) const MIN_TRAIN: u64 = 8;
 pub(super) const MIN_SAMPLES: u64 = 6;
 /// Fraction of the estimated BDP the window jumps to. The jump's flight is paced at the
 /// measured rate (no queue of its own), and slow start grows by only a quarter per round
-/// above the measured BDP, so an estimate 7 % high (what the simulator's 32-packet train
-/// gives) still lands below one BDP, and the delay exit corrects a larger error. 0.75
-/// left a round at 75 % of the link (t90 +0.5 s at 500 ms).
+/// above the measured BDP, so an estimate a few percent high (what a paced train gives)
+/// still lands below one BDP, and the delay exit corrects a larger error; much lower
+/// leaves the first round's link underused (evidence:
+/// docs/experiments/code-evidence.md#jump-fraction).
 pub(super) const JUMP_FRACTION: f64 = 0.85;
 /// The train is paced so the whole first flight leaves within this span (never slower
 /// than normal slow-start pacing): 32 packets of 1452 B in 25 ms is ~15 Mbit/s, above the
