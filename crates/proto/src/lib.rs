@@ -8,7 +8,7 @@
 //! the [`Endpoint`] and its [`Connection`]s, their configuration, and the wire format
 //! ([`wire`]). Congestion control, the estimators, the pacer and the redundancy policy are
 //! parts of a connection, private to this crate; the frame parser is public only with the
-//! `fuzzing` feature ([`fuzzing`]).
+//! `fuzzing` feature.
 //!
 //! Nothing outside the crate can name those parts (each of these fails to compile):
 //!

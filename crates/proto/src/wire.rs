@@ -808,7 +808,7 @@ pub struct LateArrivals {
 }
 
 impl LateArrivals {
-    /// Adds a distance (must exceed 64 and fit [`LATE_BACK_MAX`]); false when full or out
+    /// Adds a distance (must exceed 64 and be below 2^30); false when full or out
     /// of range.
     pub fn push(&mut self, back: u64) -> bool {
         if usize::from(self.len) >= MAX_LATE || !(65..=LATE_BACK_MAX).contains(&back) {
