@@ -64,7 +64,8 @@
 //! each connection shows its own controller. The row's `system` is e.g. `cubic+bbr`, with
 //! `reference`, `cc_seen`, `ss_b` and both flows' fields named after their controllers.
 //! Set `NETBENCH_KEEP=1` to keep the scratch directory `/tmp/netbench-PID` (logs), and
-//! `NETBENCH_LOG=debug` to have the proxies log each session's statistics every 250 ms.
+//! `NETBENCH_LOG=debug` to have the proxies log each session's statistics every 250 ms, and
+//! `NETBENCH_PROXY_ARGS="--window 32768"` to pass extra flags to both proxies.
 //!
 //! Every row is one JSON object per line: `system`, `workload`, `rtt_ms`, `loss`,
 //! `loss_model`, `goodput_bps`, `efficiency` = goodput / (rate × (1 − loss)), `bytes_ok`

@@ -535,12 +535,18 @@ pub fn bytes_so_far(p: &Path) -> u64 {
 /// Logging flags for both proxies: warnings only, unless `NETBENCH_LOG` names a level
 /// (e.g. `debug`: then the logs in the kept scratch directory show each session's
 /// statistics every 250 ms, the time series behind a cell's figure).
-fn proxy_log_args() -> [String; 4] {
+fn proxy_log_args() -> Vec<String> {
     let level = std::env::var("NETBENCH_LOG").unwrap_or_else(|_| "warn".into());
-    [
+    let mut args = vec![
         "--log-level".into(),
         level,
         "--stats-interval".into(),
         "250ms".into(),
-    ]
+    ];
+    // NETBENCH_PROXY_ARGS: extra flags for both proxies (e.g. "--window 32768"), to try a
+    // setting on the real link without a rebuild.
+    if let Ok(extra) = std::env::var("NETBENCH_PROXY_ARGS") {
+        args.extend(extra.split_whitespace().map(String::from));
+    }
+    args
 }
