@@ -26,10 +26,12 @@ pub struct TransportConfig {
     pub handshake_timeout: Duration,
     /// Longest the receiver holds back an ACK.
     pub max_ack_delay: Duration,
-    /// Per-stream receive credit in bytes (default 32 MiB: a 100 Mbit/s × 600 ms pipe plus
-    /// a round of loss recovery behind a hole; buffers grow only with what is held).
+    /// Per-stream receive credit in bytes (default 64 MiB: the credit is offset-based, so it
+    /// must cover a 100 Mbit/s × 600 ms pipe in flight plus the data held behind holes
+    /// while their repairs come, two or three round trips at 1 % loss; buffers grow only
+    /// with what is held). Evidence: BENCHMARKS.md, the large pipe.
     pub stream_window: u64,
-    /// Per-session receive credit in bytes, across streams (default 64 MiB).
+    /// Per-session receive credit in bytes, across streams (default 128 MiB).
     pub session_window: u64,
     /// Bytes an application may queue on one stream before writes block.
     pub stream_send_buffer: usize,
@@ -73,8 +75,8 @@ impl Default for TransportConfig {
             keepalive: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(10),
             max_ack_delay: Duration::from_millis(5),
-            stream_window: 32 << 20,
-            session_window: 64 << 20,
+            stream_window: 64 << 20,
+            session_window: 128 << 20,
             stream_send_buffer: 256 << 10,
             session_send_buffer: 16 << 20,
             max_streams: 4096,

@@ -518,12 +518,13 @@ fn no_hole_is_forgotten_after_a_stall() {
 /// a 16 s transfer) until tail repairs happened to span the hole; the watch owes that
 /// hole a repair once the in-order point has not moved for two loss-detection delays.
 /// The seed is one on which the watch fires (the trajectory moves with every controller
-/// change; offsets 0–23 were scanned and 23 has the longest stall with the watch firing).
+/// or default change; offsets 0–40 were scanned and 2 has the longest stall with the watch
+/// firing).
 #[test]
 fn the_oldest_hole_is_repaired_when_delivery_stands_still() {
     let link = LinkSpec::new(RATE, Duration::from_millis(500)).loss(LossModel::Bernoulli(0.2));
     let cfg = sweep_config();
-    let seed = sweep_seed(500, 0.2, 23);
+    let seed = sweep_seed(500, 0.2, 2);
     let r = run_transfer(
         &link,
         cfg,
