@@ -170,7 +170,7 @@ fn shares_a_100ms_bottleneck_fairly_with_cubic_at_every_phase() {
 /// 3.8–4.3 of the 5 Mbit/s (Jain 0.62–0.73 over eight start phases; 0.620 in this test's
 /// first phase). β from the path floor and growth bounded by Cubic's curve fixed that; with
 /// Cubic's fast convergence in that bound ctcp now leaves the model's Cubic a little more
-/// than half (0.945–0.949 here), where against the kernel's Cubic it measures 0.999–1.000
+/// than half (0.946–0.957 here), where against the kernel's Cubic it measures 0.999–1.000
 /// (BENCHMARKS.md, fairness in real namespaces). The guard is against the old failure.
 #[test]
 fn shares_a_500ms_bottleneck_fairly_with_cubic() {
