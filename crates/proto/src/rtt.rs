@@ -235,9 +235,9 @@ impl RttEstimator {
 
     /// [`Self::jitter`] measured from the first samples on: their plain mean until 16
     /// differences are in, then the same moving average. Why: started at zero, the average
-    /// still showed a third of the real jitter when slow start judged its first round, so
-    /// the slow-start exit fired at 32 packets on a 500 ms ± 125 ms path; a one-off step
-    /// weighs as much here, which is why only slow start's exits use it.
+    /// understates the jitter slow start judges its first rounds against, and the exit
+    /// fires on noise; a one-off step weighs as much here, so only slow start's exits use
+    /// it (evidence: docs/experiments/jitter.md, "Second pass").
     pub(crate) fn early_jitter(&self) -> Duration {
         self.early_jitter
     }

@@ -798,9 +798,9 @@ const LATE_BACK_MAX: u64 = (1 << 30) - 1;
 
 /// Transmissions received more than 64 numbers behind the largest, as distances below
 /// `largest_pn`. Why: a path whose delay jitters by more than 64 transmission times
-/// (±125 ms at 10 Mbit/s) reorders packets past the bitmap; unreported, each read as
-/// lost (16 % of packets for 1 % drawn) and the reordering estimate could not see past
-/// 64, so its loss threshold stayed below the real displacement.
+/// reorders packets past the bitmap; unreported, each reads as lost and the reordering
+/// estimate cannot see past 64, so its loss threshold stays below the real displacement
+/// (evidence: docs/experiments/jitter.md, "Second pass").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LateArrivals {
     len: u8,

@@ -165,13 +165,12 @@ fn shares_a_100ms_bottleneck_fairly_with_cubic_at_every_phase() {
 }
 
 /// At satellite RTT H-TCP's α, which grows with the time since the last backoff whatever
-/// the window, outgrew Cubic many times over, and the Cubic flow's standing queue drifted
-/// the windowed RTT_min (and with it β) up until ctcp kept 3.5 BDPs in flight: ctcp took
-/// 3.8–4.3 of the 5 Mbit/s (Jain 0.62–0.73 over eight start phases; 0.620 in this test's
-/// first phase). β from the path floor and growth bounded by Cubic's curve fixed that; with
-/// Cubic's fast convergence in that bound ctcp now leaves the model's Cubic a little more
-/// than half (0.946–0.957 here), where against the kernel's Cubic it measures 0.999–1.000
-/// (BENCHMARKS.md, fairness in real namespaces). The guard is against the old failure.
+/// the window, outgrew Cubic, and the Cubic flow's standing queue drifted the windowed
+/// RTT_min (and with it β) up until ctcp kept several BDPs in flight. β from the path floor
+/// and growth bounded by Cubic's curve fixed that. With Cubic's fast convergence in that
+/// bound ctcp leaves the model's Cubic a little more than half, while against the kernel's
+/// Cubic it shares evenly, so the guard sits below 0.95 and catches the old failure
+/// (figures: BENCHMARKS.md, "Jitter, asymmetric links and the large pipe").
 #[test]
 fn shares_a_500ms_bottleneck_fairly_with_cubic() {
     let js = fairness_by_phase(500, 507, 2).unwrap();

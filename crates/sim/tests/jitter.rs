@@ -113,10 +113,10 @@ fn large_pipe_fills_after_the_ramp() {
     assert!(whole >= 0.7, "whole-transfer efficiency {whole:.3}");
 }
 
-/// Jitter that reorders by more than the ACK bitmap's 64 transmissions (500 ms ± 125 ms:
-/// up to ~250 at 10 Mbit/s). Late is not lost: the ACK's late list reports what arrived
-/// past the bitmap, so the sender declares about the loss drawn (it declared 17 % for 1 %
-/// drawn, and the receiver found most repairs useless, before the list).
+/// Jitter that reorders by more than the ACK bitmap's 64 transmissions (500 ms ± 125 ms
+/// at 10 Mbit/s). Late is not lost: the ACK's late list reports what arrived past the
+/// bitmap, so the sender declares about the loss drawn (before the list it declared many
+/// times that; docs/experiments/jitter.md, "Second pass").
 #[test]
 fn reordering_past_the_ack_bitmap_is_not_loss() {
     let link = jittery(500, 0.01, JitterDist::Uniform, true);

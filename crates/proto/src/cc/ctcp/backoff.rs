@@ -121,12 +121,11 @@ pub(super) fn beta(min_rtt: Duration, current: Duration) -> f64 {
 ///
 /// The base is raised by the delay noise (the RTT's sample-to-sample jitter beyond two
 /// packet times, × [`NOISE_MULTIPLE`], at most `RTT_min/8`): under jitter the windowed
-/// minimum is a rare low sample, not the RTT an empty queue shows, and `RTT_min/round_min`
-/// cut a window just above the BDP far below it (200 ms ± 50 ms: β ≈ 0.79 where 0.9
-/// drained the queue). A queue moves the RTT by about a packet time per sample, so that
-/// much variation is not noise: without the allowance a competing Cubic flow's queue
-/// read as noise at 20 ms and ctcp's cuts became too shallow to share (figures in
-/// docs/experiments/jitter.md).
+/// minimum is a rare low sample, not the RTT an empty queue shows, so `RTT_min/round_min`
+/// cuts a window just above the BDP far below it. A queue moves the RTT by about a packet
+/// time per sample, so that much variation is not noise: a competing Cubic flow's queue
+/// must still make the cut deep enough to share (evidence: docs/experiments/jitter.md,
+/// "Second pass").
 pub(super) fn beta_now(rtt: &RttEstimator, packet_time: Duration) -> f64 {
     let (min, floor) = (rtt.min_rtt(), rtt.floor_rtt());
     let base = if min <= floor_threshold(floor) {
