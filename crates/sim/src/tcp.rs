@@ -10,7 +10,8 @@
 //! one congestion event per window (recovery until the recovery point is
 //! acknowledged), RFC 6298 RTO with exponential backoff and a 200 ms floor,
 //! slow start from an initial window of 10, and Cubic (RFC 9438, C = 0.4,
-//! β = 0.7, fast convergence, Reno-friendly region) or NewReno growth.
+//! β = 0.7, fast convergence, Reno-friendly region, and Linux's HyStart delay
+//! detection) or NewReno growth.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -82,6 +83,9 @@ pub(crate) trait CongestionControl {
     fn on_congestion_event(&mut self, now: Instant);
     /// The retransmission timer fired.
     fn on_retransmission_timeout(&mut self, now: Instant);
+    /// An RTT sample from an ACK that moved `una` (the lowest unacknowledged segment);
+    /// `nxt` is the next segment to be sent.
+    fn on_rtt_sample(&mut self, _rtt: Duration, _una: u64, _nxt: u64) {}
     /// Congestion window in segments.
     fn window(&self) -> f64;
 }
@@ -96,6 +100,52 @@ pub(crate) struct Cubic {
     epoch: Option<Instant>,
     w_est: f64,
     cwnd_epoch: f64,
+    hystart: HyStart,
+}
+
+/// Linux Cubic's HyStart delay detection (`tcp_cubic.c`, `HYSTART_DELAY`): slow start
+/// ends when the lowest of a round's first 8 RTT samples exceeds the connection's minimum
+/// by an eighth of it, clamped to 4–16 ms. Why modelled: the kernel's Cubic leaves slow
+/// start on the queue a competing flow builds, and a model without it takes more of a
+/// shared link at long RTTs than the kernel's Cubic does.
+#[derive(Clone, Debug, Default)]
+struct HyStart {
+    /// The round ends once this segment is acknowledged (`nxt` when it began).
+    round_end: Option<u64>,
+    delay_min: Option<Duration>,
+    round_min: Option<Duration>,
+    samples: u32,
+    /// Slow start was ended by a delay rise (until the next retransmission timeout).
+    found: bool,
+}
+
+impl HyStart {
+    /// Samples per round before the round's minimum is compared.
+    const MIN_SAMPLES: u32 = 8;
+    /// HyStart acts only from this window (segments).
+    const LOW_WINDOW: f64 = 16.0;
+
+    /// Whether `rtt` shows a delay rise that ends slow start.
+    fn exits(&mut self, rtt: Duration, una: u64, nxt: u64) -> bool {
+        if self.found {
+            return false;
+        }
+        if self.round_end.is_none_or(|end| una > end) {
+            self.round_end = Some(nxt);
+            self.round_min = None;
+            self.samples = 0;
+        }
+        let round_min = self.round_min.map_or(rtt, |m| m.min(rtt));
+        self.round_min = Some(round_min);
+        if self.samples < Self::MIN_SAMPLES {
+            self.samples += 1;
+            return false;
+        }
+        let delay_min = self.delay_min.unwrap_or(rtt);
+        let threshold = (delay_min / 8).clamp(Duration::from_millis(4), Duration::from_millis(16));
+        self.found = round_min > delay_min + threshold;
+        self.found
+    }
 }
 
 impl Cubic {
@@ -115,6 +165,7 @@ impl Cubic {
             epoch: None,
             w_est: initial_window,
             cwnd_epoch: initial_window,
+            hystart: HyStart::default(),
         }
     }
 
@@ -187,6 +238,20 @@ impl CongestionControl for Cubic {
     fn on_retransmission_timeout(&mut self, _now: Instant) {
         self.reduce();
         self.cwnd = 1.0;
+        self.hystart = HyStart {
+            delay_min: self.hystart.delay_min,
+            ..HyStart::default()
+        };
+    }
+
+    fn on_rtt_sample(&mut self, rtt: Duration, una: u64, nxt: u64) {
+        self.hystart.delay_min = Some(self.hystart.delay_min.map_or(rtt, |m| m.min(rtt)));
+        if self.cwnd < self.ssthresh
+            && self.cwnd >= HyStart::LOW_WINDOW
+            && self.hystart.exits(rtt, una, nxt)
+        {
+            self.ssthresh = self.cwnd;
+        }
     }
 
     fn window(&self) -> f64 {
@@ -577,6 +642,7 @@ impl TcpSender {
             let sent = base + Duration::from_nanos(ts_echo);
             if sent <= now {
                 self.rtt_sample(now - sent);
+                self.cc.on_rtt_sample(now - sent, self.una, self.nxt);
             }
         }
         if let Some((sent, retransmits)) = latest {
@@ -844,4 +910,68 @@ impl Endpoint for TcpReceiver {
 #[must_use]
 pub fn tcp_pair(cfg: TcpConfig) -> (TcpSender, TcpReceiver) {
     (TcpSender::new(cfg), TcpReceiver::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[allow(clippy::disallowed_methods)] // tests need some epoch; only offsets matter
+    fn epoch() -> Instant {
+        Instant::now()
+    }
+
+    /// Feeds `rounds` slow-start rounds of `per_round` ACKs (one segment each) whose RTT
+    /// is `rtt(round)`; returns the window after each round.
+    fn slow_start(rounds: u64, rtt: impl Fn(u64) -> Duration) -> (Cubic, Vec<f64>) {
+        let now = epoch();
+        let mut cc = Cubic::new(10.0);
+        let (mut una, mut nxt, mut windows) = (0u64, 0u64, Vec::new());
+        for round in 0..rounds {
+            let per_round = cc.window() as u64;
+            nxt += per_round;
+            for _ in 0..per_round {
+                una += 1;
+                cc.on_rtt_sample(rtt(round), una, nxt);
+                cc.on_ack(now, 1, rtt(round));
+            }
+            windows.push(cc.window());
+        }
+        (cc, windows)
+    }
+
+    #[test]
+    fn hystart_leaves_slow_start_when_a_round_shows_queueing_delay() {
+        // 100 ms base; from round 3 (window 80) a queue adds 20 ms > 100/8 = 12.5 ms.
+        let (cc, w) = slow_start(6, |r| Duration::from_millis(if r >= 3 { 120 } else { 100 }));
+        assert!(cc.hystart.found, "windows {w:?}");
+        assert!(
+            cc.ssthresh.is_finite() && cc.ssthresh <= 160.0,
+            "ssthresh {}",
+            cc.ssthresh
+        );
+        // Growth after the exit is Cubic's, far below doubling per round.
+        assert!(w[5] < 2.0 * w[4], "windows {w:?}");
+    }
+
+    #[test]
+    fn hystart_ignores_delay_rises_below_its_threshold() {
+        // 8 ms over a 100 ms base stays under max(100/8, 4) = 12.5 ms.
+        let (cc, w) = slow_start(6, |r| Duration::from_millis(if r >= 3 { 108 } else { 100 }));
+        assert!(!cc.hystart.found, "windows {w:?}");
+        assert!(cc.ssthresh.is_infinite());
+        assert!((w[5] - 640.0).abs() < 1e-9, "doubling each round: {w:?}");
+    }
+
+    #[test]
+    fn hystart_waits_for_sixteen_segments_and_rearms_after_a_timeout() {
+        // A delay rise while the window is below 16 is ignored (round 0: window 10).
+        let (cc, _) = slow_start(1, |_| Duration::from_millis(200));
+        assert!(!cc.hystart.found);
+        let (mut cc, _) = slow_start(6, |r| Duration::from_millis(if r >= 3 { 120 } else { 100 }));
+        assert!(cc.hystart.found);
+        cc.on_retransmission_timeout(epoch());
+        assert!(!cc.hystart.found);
+        assert_eq!(cc.hystart.delay_min, Some(Duration::from_millis(100)));
+    }
 }
