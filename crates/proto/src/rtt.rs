@@ -100,6 +100,8 @@ pub(crate) struct RttEstimator {
     min_filter: WindowedMin,
     floor_filter: WindowedMin,
     round_filter: WindowedMin,
+    /// Minimum over about the last two smoothed RTTs (see [`Self::two_round_min`]).
+    two_round_filter: WindowedMin,
     jitter: Duration,
     /// As `jitter`, but the plain mean until [`JITTER_GAIN`] differences are in.
     early_jitter: Duration,
@@ -121,6 +123,7 @@ impl RttEstimator {
             min_filter: WindowedMin::default(),
             floor_filter: WindowedMin::default(),
             round_filter: WindowedMin::default(),
+            two_round_filter: WindowedMin::default(),
             jitter: Duration::ZERO,
             early_jitter: Duration::ZERO,
             jitter_samples: 0,
@@ -174,6 +177,20 @@ impl RttEstimator {
         }
         self.round_filter
             .update(self.smoothed.max(Duration::from_micros(1)), now, sample);
+        self.two_round_filter.update(
+            (self.smoothed * 2).max(Duration::from_micros(1)),
+            now,
+            sample,
+        );
+    }
+
+    /// Minimum RTT sample within (about) the last two smoothed RTTs: above
+    /// [`Self::min_rtt`] it means a queue that stood for two rounds. Why two: FIFO jitter
+    /// moves the samples slowly, so one round's minimum can sit a round's worth of noise
+    /// above the path's minimum with no queue at all, and a random loss then read as
+    /// congestion (docs/experiments/jitter.md, "Sustained queue").
+    pub(crate) fn two_round_min(&self) -> Duration {
+        self.two_round_filter.get().unwrap_or(self.initial)
     }
 
     /// Smoothed RTT (RFC 9002); the initial RTT before the first sample.
@@ -391,6 +408,26 @@ mod tests {
             r.update(now, ms(130), ms(0));
         }
         assert_eq!(r.round_min(), ms(130));
+    }
+
+    #[test]
+    fn two_round_min_needs_two_rounds_of_high_samples() {
+        let t0 = base();
+        let mut r = RttEstimator::new(ms(100));
+        for i in 0..20 {
+            r.update(t0 + ms(10 * i), ms(100), Duration::ZERO);
+        }
+        // One round (≈ srtt) of samples at 130 ms lifts the round minimum only.
+        for i in 20..33 {
+            r.update(t0 + ms(10 * i), ms(130), Duration::ZERO);
+        }
+        assert_eq!(r.round_min(), ms(130));
+        assert_eq!(r.two_round_min(), ms(100));
+        // A second round of them: the queue has stood for two rounds.
+        for i in 33..60 {
+            r.update(t0 + ms(10 * i), ms(130), Duration::ZERO);
+        }
+        assert_eq!(r.two_round_min(), ms(130));
     }
 
     #[test]

@@ -376,10 +376,12 @@ fn reactive_repair_stays_at_the_erasure_minimum_without_stalling() {
     }
 }
 
-/// `proactive_repair` trades wire for delivery delay: repairs sent ahead of the loss
-/// reports fill holes before the receiver has to ask.
+/// `proactive_repair` sends repairs ahead of the loss reports: most repairs become
+/// proactive, the reactive ones (a round trip after each loss) fall to a third, and the
+/// wire pays for the speculative ones. (Its effect on one transfer's p99 delivery delay is
+/// within seed noise at 5 % / 500 ms: docs/experiments/jitter.md, "Sustained queue".)
 #[test]
-fn proactive_repair_buys_delivery_delay_with_bandwidth() {
+fn proactive_repair_replaces_reactive_repair_with_bandwidth() {
     let link = LinkSpec::new(RATE, Duration::from_millis(500)).loss(LossModel::Bernoulli(0.05));
     let run = |share: f64| {
         let config = TransportConfig {
@@ -398,22 +400,25 @@ fn proactive_repair_buys_delivery_delay_with_bandwidth() {
         r
     };
     let (reactive, proactive) = (run(0.0), run(0.9));
-    let sent =
-        |r: &ctcp_sim::ctcp::TransferReport| r.sender_stats.as_ref().map(|s| s.repair_origin);
+    let origin = |r: &ctcp_sim::ctcp::TransferReport| {
+        r.sender_stats.as_ref().map_or([0; 4], |s| s.repair_origin)
+    };
+    let (o_reactive, o_proactive) = (origin(&reactive), origin(&proactive));
     println!(
-        "p99 {:.0} → {:.0} ms, repair {:.4} → {:.4}, origin {:?} → {:?}",
+        "p99 {:.0} → {:.0} ms, repair {:.4} → {:.4}, origin {o_reactive:?} → {o_proactive:?}",
         reactive.p99_extra_delay_ms,
         proactive.p99_extra_delay_ms,
         reactive.repair_overhead,
         proactive.repair_overhead,
-        sent(&reactive),
-        sent(&proactive)
     );
+    assert_eq!(o_reactive[1], 0, "no proactive repair at share 0");
+    assert!(o_proactive[1] > o_proactive[0], "mostly proactive");
     assert!(
-        sent(&proactive).is_some_and(|o| o[1] > o[0]),
-        "mostly proactive"
+        o_proactive[0] * 3 <= o_reactive[0],
+        "reactive repairs {} -> {}",
+        o_reactive[0],
+        o_proactive[0]
     );
-    assert!(proactive.p99_extra_delay_ms < 0.8 * reactive.p99_extra_delay_ms);
     assert!(proactive.repair_overhead > reactive.repair_overhead);
 }
 

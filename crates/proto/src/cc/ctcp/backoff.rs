@@ -1,8 +1,10 @@
 //! Backoff: CTCP's loss-with-queueing gate and `β = RTT_min / RTT`.
 //!
 //! A loss is congestion only if it coincides with queueing delay: the smoothed RTT exceeds
-//! `RTT_min + max(5 ms, 30 % RTT_min)` or the last round's minimum RTT exceeds
-//! `RTT_min + max(2 ms, 15 % RTT_min)` (CTCP's 5 ms / 2 ms, scaled on longer paths), or
+//! `RTT_min + max(5 ms, 30 % RTT_min)` or the minimum RTT of the last two rounds exceeds
+//! `RTT_min + max(2 ms, 15 % RTT_min)` (CTCP's 5 ms / 2 ms, scaled on longer paths; two
+//! rounds because a queue stands, while jitter behind a FIFO lifts a single round's
+//! minimum for a round at a time), or
 //! exceeds the minimum of the last minute by half of it (a queue another flow never let
 //! empty, which the windowed RTT_min has drifted up to).
 //! Otherwise it is channel loss on a short queue; the code repairs it and the window is
@@ -64,7 +66,7 @@ pub(super) fn queueing(rtt: &RttEstimator) -> bool {
     // queues that large; scale them with RTT_min on longer paths (see the constants), and
     // lift them above the delay noise.
     rtt.srtt() > min + SRTT_QUEUE.max(min.mul_f64(SRTT_QUEUE_FRACTION)) + noise
-        || rtt.round_min()
+        || rtt.two_round_min()
             > min + ROUND_MIN_QUEUE.max(min.mul_f64(ROUND_MIN_QUEUE_FRACTION)) + noise
         || rtt.round_min() > floor_threshold(rtt.floor_rtt()) + noise
 }

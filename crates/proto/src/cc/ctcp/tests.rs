@@ -257,9 +257,9 @@ fn f_slow_start_exits_on_delay_rise_without_shrinking() {
 fn f_gated_loss_ends_slow_start() {
     let mut s = Sim::new(CcConfig::default());
     s.round(ms(100), 0.0);
-    // A round of samples with 18 ms of queue (round_min above min + 15 %): the gate is
-    // open; no ACK in between, so the delay exit has not run.
-    for _ in 0..5 {
+    // Two rounds of samples with 18 ms of queue (their minimum above min + 15 %): the gate
+    // is open; no ACK in between, so the delay exit has not run.
+    for _ in 0..10 {
         s.now += ms(25);
         s.rtt.update(s.now, ms(118), Duration::ZERO);
     }
@@ -350,6 +350,27 @@ fn jitter_alone_is_not_queueing() {
     s.c.on_congestion_event(s.now, s.now - ms(1), 1, &s.rtt);
     assert_eq!(s.c.backoffs(), 0);
     assert_eq!(s.c.window(), before);
+}
+
+#[test]
+fn one_round_of_raised_delay_is_not_a_queue() {
+    // FIFO jitter lifts a whole round's samples 20 ms (above RTT_min + 15 %) with the
+    // round before at the path's delay: a loss now is channel loss. Two such rounds are a
+    // standing queue, and the same loss backs off.
+    let mut s = Sim::into_growth(ms(100));
+    s.round(ms(100), 0.0);
+    s.round(ms(120), 0.0);
+    assert!(s.rtt.round_min() >= ms(120));
+    assert!(!backoff::queueing(&s.rtt), "one round: noise");
+    let before = s.c.window();
+    s.c.on_congestion_event(s.now, s.now - ms(1), 1, &s.rtt);
+    assert_eq!(s.c.backoffs(), 0);
+    assert_eq!(s.c.window(), before);
+    s.round(ms(120), 0.0);
+    s.round(ms(120), 0.0);
+    assert!(backoff::queueing(&s.rtt), "two rounds: a queue");
+    s.c.on_congestion_event(s.now, s.now - ms(1), 1, &s.rtt);
+    assert_eq!(s.c.backoffs(), 1);
 }
 
 #[test]
