@@ -232,6 +232,32 @@ struct Buffers {
     repair: Vec<u8>,
 }
 
+impl Receiver {
+    /// Nothing received yet; the decoder holds twice our window (at least twice the
+    /// peer's encoder window, which negotiation can only shrink).
+    fn new(config: &TransportConfig, now: Instant) -> Self {
+        Receiver {
+            decoder: Decoder::new(CodecConfig {
+                symbol_size: config.symbol_size,
+                window: 2 * config.window,
+            }),
+            ack: AckState::default(),
+            last_received: now,
+            rx_packets: 0,
+        }
+    }
+}
+
+impl Buffers {
+    fn new(symbol_size: usize) -> Self {
+        Buffers {
+            scratch: Vec::with_capacity(symbol_size),
+            payload: Vec::with_capacity(symbol_size),
+            repair: vec![0; symbol_size],
+        }
+    }
+}
+
 /// How the endpoint creates a connection.
 #[derive(Debug)]
 pub(crate) enum Role {
@@ -339,20 +365,8 @@ impl Connection {
             repair: RepairScheduler::new(config.proactive_repair),
             timers: Timers::default(),
             hs,
-            bufs: Buffers {
-                scratch: Vec::with_capacity(config.symbol_size),
-                payload: Vec::with_capacity(config.symbol_size),
-                repair: vec![0; config.symbol_size],
-            },
-            recv: Receiver {
-                decoder: Decoder::new(CodecConfig {
-                    symbol_size: config.symbol_size,
-                    window: 2 * config.window,
-                }),
-                ack: AckState::default(),
-                last_received: now,
-                rx_packets: 0,
-            },
+            bufs: Buffers::new(config.symbol_size),
+            recv: Receiver::new(&config, now),
             streams: Streams::new(side, conn_id, &config),
             events: VecDeque::new(),
             stats: ConnectionStats::default(),
