@@ -6,8 +6,8 @@
 //! [`Connection::poll_timeout`].
 //!
 //! A `Connection` is a composition of owned parts, each with its own narrow API: the sent
-//! ledger ([`crate::sent`]), the repair scheduler ([`crate::repair`]), the streams
-//! ([`crate::streams`]), the ACK state (`ack`), the handshake's state (`handshake`), the
+//! ledger (`crate::sent`), the repair scheduler (`crate::repair`), the streams
+//! (`crate::streams`), the ACK state (`ack`), the handshake's state (`handshake`), the
 //! congestion controller, RTT estimator, pacer and estimators. This file holds the
 //! composition and the session's lifecycle; the entry points live by concern in
 //! `handshake` (ACCEPT, train, PATH), `receive` (data packets in), `recovery` (ACKs, loss

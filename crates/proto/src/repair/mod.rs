@@ -44,7 +44,7 @@ const STARTUP_RTTS: u32 = 4;
 
 /// Loss-detection delays (≈ 1.1 srtt each) the peer's in-order point may stand still
 /// while symbols are unacknowledged before the stall watch owes a repair for its hole
-/// ([`RepairScheduler::watch_in_order_point`]).
+/// (`RepairScheduler::watch_in_order_point`).
 pub const STALL_ROUNDS: u32 = 2;
 
 /// Shortest stand-still the stall watch answers: on short paths a hole's repairs take
