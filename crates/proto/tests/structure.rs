@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// `Connection` fields at most: a new concern is a new part, not more fields.
 const MAX_CONNECTION_FIELDS: usize = 25;
-/// Lines of one function at most (signature to closing brace), test code excluded.
+/// Lines of one function at most (signature to closing brace), test code included.
 const MAX_FN_LINES: usize = 80;
 /// Non-test lines of one source file at most.
 const MAX_FILE_LINES: usize = 600;
@@ -36,109 +36,120 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Replaces `out[from..to]` by spaces, newlines kept.
+fn blank_range(out: &mut [u8], from: usize, to: usize) {
+    let to = to.min(out.len());
+    for c in &mut out[from..to] {
+        if *c != b'\n' {
+            *c = b' ';
+        }
+    }
+}
+
+/// End (exclusive) of the block comment opening at `i`; block comments nest.
+fn block_comment_end(b: &[u8], i: usize) -> usize {
+    let (mut depth, mut j) = (1, i + 2);
+    while j < b.len() && depth > 0 {
+        if b[j] == b'/' && b.get(j + 1) == Some(&b'*') {
+            depth += 1;
+            j += 2;
+        } else if b[j] == b'*' && b.get(j + 1) == Some(&b'/') {
+            depth -= 1;
+            j += 2;
+        } else {
+            j += 1;
+        }
+    }
+    j
+}
+
+/// For a raw string opening at `i` (`r"`, `r#"`…): its body's range and where it ends.
+fn raw_string(b: &[u8], i: usize) -> Option<(usize, usize, usize)> {
+    if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') {
+        return None;
+    }
+    let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
+    if b.get(i + 1 + hashes) != Some(&b'"') {
+        return None;
+    }
+    let body = i + 2 + hashes;
+    let close: Vec<u8> = std::iter::once(b'"')
+        .chain(std::iter::repeat_n(b'#', hashes))
+        .collect();
+    let end = b[body..]
+        .windows(close.len())
+        .position(|w| w == close.as_slice())
+        .map_or(b.len(), |n| body + n);
+    Some((body, end, end + close.len()))
+}
+
+/// For a quote at `i`: the range of a char literal's contents ('x', '\n', '\u{..}') and
+/// where it ends, or `None` for a lifetime ('a).
+fn char_literal(src: &str, i: usize) -> Option<(usize, usize, usize)> {
+    let b = src.as_bytes();
+    if b.get(i + 1) == Some(&b'\\') {
+        let end = b[i + 2..]
+            .iter()
+            .position(|&c| c == b'\'')
+            .map_or(b.len(), |n| i + 2 + n);
+        return Some((i + 1, end, end + 1));
+    }
+    let after = i + 1 + src[i + 1..].chars().next()?.len_utf8();
+    (b.get(after) == Some(&b'\'')).then_some((i + 1, after, after + 1))
+}
+
 /// The source with comments and the contents of string and char literals replaced by
 /// spaces (newlines kept, so line numbers hold).
 fn blank(src: &str) -> String {
     let b = src.as_bytes();
     let mut out = b.to_vec();
     let mut i = 0;
-    let blank_range = |out: &mut Vec<u8>, from: usize, to: usize| {
-        for c in &mut out[from..to] {
-            if *c != b'\n' {
-                *c = b' ';
-            }
-        }
-    };
     while i < b.len() {
-        match b[i] {
+        let literal = match b[i] {
             b'/' if b.get(i + 1) == Some(&b'/') => {
                 let end = b[i..]
                     .iter()
                     .position(|&c| c == b'\n')
                     .map_or(b.len(), |n| i + n);
-                blank_range(&mut out, i, end);
-                i = end;
+                Some((i, end, end))
             }
             b'/' if b.get(i + 1) == Some(&b'*') => {
-                let (mut depth, mut j) = (1, i + 2);
-                while j < b.len() && depth > 0 {
-                    if b[j] == b'/' && b.get(j + 1) == Some(&b'*') {
-                        depth += 1;
-                        j += 2;
-                    } else if b[j] == b'*' && b.get(j + 1) == Some(&b'/') {
-                        depth -= 1;
-                        j += 2;
-                    } else {
-                        j += 1;
-                    }
-                }
-                blank_range(&mut out, i, j);
-                i = j;
+                let end = block_comment_end(b, i);
+                Some((i, end, end))
             }
-            b'r' if matches!(b.get(i + 1), Some(b'"' | b'#'))
-                && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_')) =>
-            {
-                let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
-                if b.get(i + 1 + hashes) != Some(&b'"') {
-                    i += 1;
-                    continue;
-                }
-                let body = i + 2 + hashes;
-                let close: Vec<u8> = std::iter::once(b'"')
-                    .chain(std::iter::repeat_n(b'#', hashes))
-                    .collect();
-                let end = b[body..]
-                    .windows(close.len())
-                    .position(|w| w == close.as_slice())
-                    .map_or(b.len(), |n| body + n);
-                blank_range(&mut out, body, end);
-                i = end + close.len();
-            }
+            b'r' if matches!(b.get(i + 1), Some(b'"' | b'#')) => raw_string(b, i),
             b'"' => {
                 let mut j = i + 1;
                 while j < b.len() && b[j] != b'"' {
                     j += if b[j] == b'\\' { 2 } else { 1 };
                 }
-                blank_range(&mut out, i + 1, j.min(b.len()));
-                i = j + 1;
+                Some((i + 1, j, j + 1))
             }
-            b'\'' => {
-                // A char literal ('x', '\n', '\u{..}') or a lifetime ('a).
-                if b.get(i + 1) == Some(&b'\\') {
-                    let end = b[i + 2..]
-                        .iter()
-                        .position(|&c| c == b'\'')
-                        .map_or(b.len(), |n| i + 2 + n);
-                    blank_range(&mut out, i + 1, end);
-                    i = end + 1;
-                } else if let Some(n) = src[i + 1..].chars().next() {
-                    let after = i + 1 + n.len_utf8();
-                    if b.get(after) == Some(&b'\'') {
-                        blank_range(&mut out, i + 1, after);
-                        i = after + 1;
-                    } else {
-                        i += 1;
-                    }
-                } else {
-                    i += 1;
-                }
+            b'\'' => char_literal(src, i),
+            _ => None,
+        };
+        match literal {
+            Some((from, to, next)) => {
+                blank_range(&mut out, from, to);
+                i = next;
             }
-            _ => i += 1,
+            None => i += 1,
         }
     }
     // Multi-byte characters inside blanked ranges became spaces byte by byte.
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Index of the line where test code starts: the first `#[cfg(test)]` that introduces a
-/// module (inline or in its own file). Everything from there on is test code.
+/// Index of the line where test code starts: the first `#[cfg(test)]` that introduces an
+/// inline module. Everything from there on is test code.
 fn test_start(lines: &[&str]) -> usize {
     for (i, l) in lines.iter().enumerate() {
         if l.trim() == "#[cfg(test)]" {
             let next = lines[i + 1..].iter().find(|l| !l.trim().starts_with("#["));
+            // An inline module (`mod tests {`); `mod tests;` only names a file.
             if next.is_some_and(|n| {
                 let n = n.trim();
-                n.starts_with("mod ") || n.starts_with("pub(crate) mod ")
+                (n.starts_with("mod ") || n.starts_with("pub(crate) mod ")) && n.ends_with('{')
             }) {
                 return i;
             }
@@ -262,76 +273,121 @@ fn connection_fields(code: &str) -> Vec<String> {
     fields
 }
 
+/// What the scan of the crate found: (lines, where) of every function, the non-test
+/// lines of every file, and the files that glob-import their parent outside tests.
+#[derive(Default)]
+struct Census {
+    functions: Vec<(usize, String)>,
+    test_functions: Vec<(usize, String)>,
+    files: Vec<(usize, String)>,
+    glob_super: Vec<String>,
+}
+
+impl Census {
+    /// Scans `src/` (test modules apart) and `tests/` (all test code).
+    fn take() -> Self {
+        let dir = src_dir();
+        let mut files = Vec::new();
+        rust_files(&dir, &mut files);
+        let test_files = test_module_files(&files);
+        let mut c = Census::default();
+        for f in &files {
+            let rel = f
+                .strip_prefix(&dir)
+                .expect("under src")
+                .display()
+                .to_string();
+            let blanked = blank(&fs::read_to_string(f).expect("read source"));
+            let lines: Vec<&str> = blanked.lines().collect();
+            let cut = if test_files.contains(f) {
+                0
+            } else {
+                test_start(&lines)
+            };
+            c.files.push((cut, rel.clone()));
+            let code = lines[..cut].join("\n");
+            if code.lines().any(|l| l.trim() == "use super::*;") {
+                c.glob_super.push(rel.clone());
+            }
+            for (name, line, len) in functions(&code) {
+                c.functions.push((len, format!("{rel}:{line} {name}")));
+            }
+            for (name, line, len) in functions(&lines[cut..].join("\n")) {
+                let at = line + cut;
+                c.test_functions.push((len, format!("{rel}:{at} {name}")));
+            }
+        }
+        // The integration tests (this file included) are test code throughout.
+        let tests_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+        let mut integration = Vec::new();
+        rust_files(&tests_dir, &mut integration);
+        for f in &integration {
+            let rel = f.strip_prefix(&tests_dir).expect("under tests").display();
+            let src = fs::read_to_string(f).expect("read test source");
+            for (name, line, len) in functions(&blank(&src)) {
+                c.test_functions
+                    .push((len, format!("tests/{rel}:{line} {name}")));
+            }
+        }
+        c.functions.sort_by(|a, b| b.cmp(a));
+        c.test_functions.sort_by(|a, b| b.cmp(a));
+        c.files.sort_by(|a, b| b.cmp(a));
+        c
+    }
+}
+
+fn print_top(title: &str, rows: &[(usize, String)]) {
+    println!("{title}:");
+    for (n, what) in rows.iter().take(5) {
+        println!("  {n:4}  {what}");
+    }
+}
+
 #[test]
 fn proto_keeps_its_shape() {
-    let dir = src_dir();
-    let mut files = Vec::new();
-    rust_files(&dir, &mut files);
-    let test_files = test_module_files(&files);
-    let mut longest: Vec<(usize, String)> = Vec::new();
-    let mut sizes: Vec<(usize, String)> = Vec::new();
-    let mut glob_super = Vec::new();
-    for f in &files {
-        let rel = f
-            .strip_prefix(&dir)
-            .expect("under src")
-            .display()
-            .to_string();
-        if test_files.contains(f) {
-            sizes.push((0, rel));
-            continue;
-        }
-        let src = fs::read_to_string(f).expect("read source");
-        let blanked = blank(&src);
-        let lines: Vec<&str> = blanked.lines().collect();
-        let cut = test_start(&lines);
-        sizes.push((cut, rel.clone()));
-        let code = lines[..cut].join("\n");
-        if code.lines().any(|l| l.trim() == "use super::*;") {
-            glob_super.push(rel.clone());
-        }
-        for (name, line, len) in functions(&code) {
-            longest.push((len, format!("{rel}:{line} {name}")));
-        }
-    }
-    longest.sort_by(|a, b| b.cmp(a));
-    sizes.sort_by(|a, b| b.cmp(a));
-    let conn = fs::read_to_string(dir.join("connection/mod.rs")).expect("connection/mod.rs");
+    let c = Census::take();
+    let conn = fs::read_to_string(src_dir().join("connection/mod.rs")).expect("connection/mod.rs");
     let fields = connection_fields(&blank(&conn));
-
     println!(
         "Connection fields: {} ({})",
         fields.len(),
         fields.join(", ")
     );
-    println!("longest functions (lines, non-test code):");
-    for (len, what) in longest.iter().take(20) {
-        println!("  {len:4}  {what}");
-    }
-    println!("largest files (non-test lines):");
-    for (n, f) in sizes.iter().take(5) {
-        println!("  {n:4}  {f}");
-    }
-    println!("non-test `use super::*`: {glob_super:?}");
+    print_top("longest functions (lines, non-test code)", &c.functions);
+    print_top("longest test functions (lines)", &c.test_functions);
+    print_top("largest files (non-test lines)", &c.files);
+    println!("non-test `use super::*`: {:?}", c.glob_super);
 
     assert!(
         fields.len() <= MAX_CONNECTION_FIELDS,
         "Connection has {} fields (at most {MAX_CONNECTION_FIELDS})",
         fields.len()
     );
-    let too_long: Vec<_> = longest.iter().filter(|(n, _)| *n > MAX_FN_LINES).collect();
+    let over = |rows: &[(usize, String)], limit| -> Vec<String> {
+        rows.iter()
+            .filter(|(n, _)| *n > limit)
+            .map(|(n, w)| format!("{n} {w}"))
+            .collect()
+    };
+    let long = over(&c.functions, MAX_FN_LINES);
     assert!(
-        too_long.is_empty(),
-        "functions over {MAX_FN_LINES} lines: {too_long:?}"
+        long.is_empty(),
+        "functions over {MAX_FN_LINES} lines: {long:?}"
     );
-    let too_big: Vec<_> = sizes.iter().filter(|(n, _)| *n > MAX_FILE_LINES).collect();
+    let long = over(&c.test_functions, MAX_FN_LINES);
     assert!(
-        too_big.is_empty(),
-        "files over {MAX_FILE_LINES} non-test lines: {too_big:?}"
+        long.is_empty(),
+        "test functions over {MAX_FN_LINES} lines: {long:?}"
+    );
+    let big = over(&c.files, MAX_FILE_LINES);
+    assert!(
+        big.is_empty(),
+        "files over {MAX_FILE_LINES} non-test lines: {big:?}"
     );
     assert!(
-        glob_super.is_empty(),
-        "`use super::*` outside tests: {glob_super:?}"
+        c.glob_super.is_empty(),
+        "`use super::*` outside tests: {:?}",
+        c.glob_super
     );
 }
 

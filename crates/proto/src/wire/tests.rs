@@ -488,6 +488,11 @@ fn source_last_round_trips_and_rejects_what_cannot_be_a_symbol() {
             payload: b""
         })]
     );
+}
+
+#[test]
+fn source_last_takes_the_rest_of_the_packet_within_a_symbol() {
+    const S: usize = 64;
     // A tail longer than S − 2 cannot be a symbol's payload.
     let mut out = Vec::new();
     emit_source_last(&mut out, 4, &[1u8; S - 1]);
