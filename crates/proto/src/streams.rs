@@ -46,25 +46,16 @@ pub(crate) enum OwnedFrame {
         /// Whether `rate` is a measurement rather than a lower bound.
         exact: bool,
     },
-    Open {
-        id: StreamId,
-        target: Target,
-    },
-    OpenResult {
-        id: StreamId,
-        code: OpenResult,
-    },
-    Reset {
-        id: StreamId,
-        code: u8,
-    },
-    MaxStreamData {
-        id: StreamId,
-        max: u64,
-    },
-    MaxData {
-        max: u64,
-    },
+    /// A stream we opened, towards `target`.
+    Open { id: StreamId, target: Target },
+    /// The connect result of a stream the peer opened.
+    OpenResult { id: StreamId, code: OpenResult },
+    /// A stream ended abruptly (by us, or refused over the stream limit).
+    Reset { id: StreamId, code: u8 },
+    /// New receive credit for one stream.
+    MaxStreamData { id: StreamId, max: u64 },
+    /// New receive credit for the session.
+    MaxData { max: u64 },
 }
 
 impl OwnedFrame {

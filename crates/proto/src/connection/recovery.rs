@@ -40,6 +40,8 @@ impl Connection {
         }
     }
 
+    /// An ACK from the peer: the ledger settles what it reports, the estimators and the
+    /// controller learn from it, and the repair scheduler owes what it shows missing.
     pub(super) fn on_ack(&mut self, now: Instant, ack: &Ack) {
         if ack.largest_pn >= self.sent.next_pn() {
             return; // acknowledges something never sent: ignore
