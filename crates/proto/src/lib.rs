@@ -25,7 +25,7 @@
 //! ```
 //!
 //! ```compile_fail
-//! use ctcp_proto::redundancy::RedundancyPolicy;
+//! use ctcp_proto::repair::RepairScheduler;
 //! ```
 //!
 //! ```compile_fail
@@ -47,10 +47,11 @@ mod estimate;
 mod frame;
 mod handshake_train;
 mod pacer;
-mod redundancy;
-mod repair_debt;
+mod repair;
 mod rtt;
+mod sent;
 pub mod stream;
+mod streams;
 pub mod wire;
 
 pub use cc::ControllerKind;

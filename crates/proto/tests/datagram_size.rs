@@ -152,12 +152,7 @@ fn accepts_never_exceed_the_initiate_that_drew_them() {
 /// the fact, as nothing follows it).
 #[test]
 fn source_packets_end_with_a_length_less_stream_frame() {
-    use ctcp_proto::wire::{
-        varint_len, ACK_CHUNK_MAX_LEN, DATA_HEADER_LEN, REPAIR_HEADER_LEN, SOURCE_LAST_HEADER_LEN,
-        TAG_LEN,
-    };
-    // STREAM_LAST's header as docs/PROTOCOL.md gives it: type, stream id, offset.
-    let stream_last_header_len = |id: u64, offset: u64| 1 + varint_len(id) + varint_len(offset);
+    use ctcp_proto::wire::{DATA_HEADER_LEN, REPAIR_HEADER_LEN, SOURCE_LAST_HEADER_LEN, TAG_LEN};
     let config = TransportConfig::default();
     let (s, max) = (config.symbol_size, config.max_datagram);
     let mut d = Duo::new(config);
@@ -212,15 +207,37 @@ fn source_packets_end_with_a_length_less_stream_frame() {
     assert!(
         sources > 1000 && full * 20 >= sources * 19,
         "{full} of {sources} source packets fill their symbol; sizes {:?}",
-        {
-            let mut h = std::collections::BTreeMap::new();
-            for &x in &sizes {
-                *h.entry(x).or_insert(0) += 1;
-            }
-            h
-        }
+        histogram(&sizes)
     );
 
+    small_write_is_one_length_less_frame(&mut d, id, total as u64, srv_handle.unwrap());
+}
+
+/// Packet sizes and how often each was sent.
+fn histogram(sizes: &[usize]) -> std::collections::BTreeMap<usize, usize> {
+    let mut h = std::collections::BTreeMap::new();
+    for &x in sizes {
+        *h.entry(x).or_insert(0) += 1;
+    }
+    h
+}
+
+/// After a bulk transfer of `offset` bytes on stream `id`, a small write on the idle stream
+/// goes out as one source packet holding one STREAM frame in its length-less form (and
+/// maybe an ACK), and reaches the server's session `h`.
+fn small_write_is_one_length_less_frame(
+    d: &mut Duo,
+    id: ctcp_proto::StreamId,
+    offset: u64,
+    h: ctcp_proto::ConnectionHandle,
+) {
+    use ctcp_proto::wire::{
+        varint_len, ACK_CHUNK_MAX_LEN, DATA_HEADER_LEN, SOURCE_LAST_HEADER_LEN, TAG_LEN,
+    };
+    // STREAM_LAST's header as docs/PROTOCOL.md gives it: type, stream id, offset.
+    let stream_last_header_len = |id: u64, offset: u64| 1 + varint_len(id) + varint_len(offset);
+    let framing = DATA_HEADER_LEN + SOURCE_LAST_HEADER_LEN + TAG_LEN;
+    let (mut out, mut buf) = (Vec::new(), vec![0u8; 64 << 10]);
     // Now a small write on the idle stream: one source packet holding one STREAM frame
     // in its length-less form (and maybe an ACK).
     for _ in 0..200 {
@@ -229,7 +246,7 @@ fn source_packets_end_with_a_length_less_stream_frame() {
     let c = d.cli.connection_mut(d.h).unwrap();
     assert_eq!(c.write(id, &[7u8; 100]).unwrap(), 100);
     let t = d.cli.poll_transmit(d.now, &mut out).unwrap();
-    let expect = framing + stream_last_header_len(id, total as u64) + 100;
+    let expect = framing + stream_last_header_len(id, offset) + 100;
     assert!(
         t.size == expect || (expect + 15..=expect + ACK_CHUNK_MAX_LEN).contains(&t.size),
         "a {}-byte packet, expected {expect} (+ an ACK of 15 to {ACK_CHUNK_MAX_LEN})",
@@ -237,7 +254,6 @@ fn source_packets_end_with_a_length_less_stream_frame() {
     );
     let mut p = out[..t.size].to_vec();
     d.srv.handle_datagram(d.now, d.ca, &mut p);
-    let h = srv_handle.unwrap();
     assert_eq!(
         d.srv.connection_mut(h).unwrap().read(id, &mut buf),
         Ok(ReadOutcome::Data(100))

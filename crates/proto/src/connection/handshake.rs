@@ -1,14 +1,114 @@
 //! The handshake on an existing session: the client taking the ACCEPT and measuring
 //! the handshake train, the server answering INITIATE copies and applying the PATH frame.
 
-use super::*;
+use super::{Connection, ConnectionError, Event, Side, State};
+use crate::handshake_train::{self, Arrivals};
+use crate::streams::OwnedFrame;
+use crate::wire::{self, Accept, Initiate, Reject, RejectReason, RANDOM_LEN};
+use ctcp_rlnc::{CodecConfig, Encoder};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// INITIATE copies per handshake attempt (see `poll_transmit`).
+const HANDSHAKE_COPIES: u32 = 3;
+/// ACCEPTs queued at most; more INITIATE copies before the next send are not answered.
+const MAX_PENDING_ACCEPTS: usize = 64;
+/// ACCEPTs a session sends at most: a whole train, and retries for a few lost groups.
+const MAX_ACCEPTS: u32 = handshake_train::MAX_TRAIN as u32 + 16;
+
+/// The handshake's state that is not the client's INITIATE schedule
+/// ([`State::Handshake`]): the randoms both keys derive from, the handshake train's
+/// measurement, and the server's ACCEPTs. The train's loss samples and the PATH frame
+/// outlive the handshake.
+#[derive(Debug)]
+pub(super) struct Handshake {
+    /// ACCEPTs to send, one per INITIATE copy received (server; at most
+    /// [`MAX_PENDING_ACCEPTS`]).
+    pub(super) accept_pending: VecDeque<Vec<u8>>,
+    /// The handshake randoms (the server's is zero on the client until an ACCEPT).
+    pub(super) client_random: [u8; RANDOM_LEN],
+    pub(super) server_random: [u8; RANDOM_LEN],
+    /// Handshake train arrivals: INITIATE copies on the server, ACCEPTs on the client.
+    pub(super) arrivals: Arrivals,
+    /// ACCEPTs queued so far (server).
+    pub(super) accepts_queued: u32,
+    /// The client's side of the handshake probe, until it has reported (see
+    /// `handshake_train`).
+    pub(super) probe: Option<TrainProbe>,
+    /// The handshake train as a loss sample, (copies that arrived, copies sent): of our
+    /// own direction (client only: the server's report), and of the direction towards us
+    /// (the server's INITIATEs up to the highest position seen; the client's ACCEPTs
+    /// against the copies the server reported). See `TailLossSamples::loss`.
+    pub(super) loss_out: Option<(u32, u32)>,
+    pub(super) loss_in: Option<(u32, u32)>,
+    /// A PATH frame from the client, applied with the next `now`.
+    pub(super) path_pending: Option<(u64, u64, bool)>,
+}
+
+/// The client's handshake-train measurement in progress.
+#[derive(Debug, Clone)]
+pub(super) struct TrainProbe {
+    /// When each train copy left (index: position − 1).
+    pub(super) sent: Vec<Instant>,
+    /// Length of the train copies, and of the longest train ACCEPT received (a server
+    /// with a smaller `max_datagram` pads its ACCEPTs less).
+    pub(super) len: usize,
+    accept_len: usize,
+    /// The server's arrival report with the most copies so far.
+    report: handshake_train::Report,
+    /// Shortest INITIATE → ACCEPT time of a train copy.
+    rtt: Option<Duration>,
+    /// The measurement ends at this time (reset by each train ACCEPT).
+    pub(super) deadline: Option<Instant>,
+}
+
+impl Handshake {
+    /// A client's, with a train measurement if `train`.
+    pub(super) fn client(client_random: [u8; RANDOM_LEN], train: bool) -> Self {
+        let mut hs = Handshake::server(client_random, [0; RANDOM_LEN]);
+        hs.probe = train.then_some(TrainProbe {
+            sent: Vec::new(),
+            len: 0,
+            accept_len: 0,
+            report: handshake_train::Report::default(),
+            rtt: None,
+            deadline: None,
+        });
+        hs
+    }
+
+    /// A server's, for the INITIATE with `client_random` it accepted.
+    pub(super) fn server(client_random: [u8; RANDOM_LEN], server_random: [u8; RANDOM_LEN]) -> Self {
+        Handshake {
+            accept_pending: VecDeque::new(),
+            client_random,
+            server_random,
+            arrivals: Arrivals::default(),
+            accepts_queued: 0,
+            probe: None,
+            loss_out: None,
+            loss_in: None,
+            path_pending: None,
+        }
+    }
+
+    /// When the train measurement ends, if one runs.
+    pub(super) fn probe_deadline(&self) -> Option<Instant> {
+        self.probe.as_ref().and_then(|p| p.deadline)
+    }
+}
 
 impl Connection {
     pub(crate) fn handle_accept(&mut self, now: Instant, accept: &Accept) {
         if self.side != Side::Client || matches!(self.state, State::Drained) {
             return;
         }
-        if self.psk.verify_accept(accept, &self.client_random).is_err() {
+        if self
+            .psk
+            .verify_accept(accept, &self.hs.client_random)
+            .is_err()
+        {
             tracing::debug!(conn = self.conn_id, "dropping ACCEPT with a bad MAC");
             return;
         }
@@ -25,19 +125,19 @@ impl Connection {
             self.apply_params(&params);
             let (c2s, s2c) = self
                 .psk
-                .session_keys(&self.client_random, &accept.server_random);
-            self.server_random = accept.server_random;
-            self.tx_key = Some(c2s);
-            self.rx_key = Some(s2c);
+                .session_keys(&self.hs.client_random, &accept.server_random);
+            self.hs.server_random = accept.server_random;
+            self.keys.tx = Some(c2s);
+            self.keys.rx = Some(s2c);
             self.state = State::Established;
-            self.last_received = now;
+            self.recv.last_received = now;
             // Confirm the handshake to the server right away.
-            self.ping_pending = true;
+            self.timers.ping_pending = true;
             self.events.push_back(Event::Connected);
-            if let Some(p) = self.train_probe.as_mut() {
+            if let Some(p) = self.hs.probe.as_mut() {
                 p.deadline = Some(now + handshake_train::QUIET);
             }
-        } else if accept.server_random != self.server_random {
+        } else if accept.server_random != self.hs.server_random {
             return;
         }
         self.on_train_accept(now, accept);
@@ -52,7 +152,7 @@ impl Connection {
         let State::Handshake { rejected, .. } = &mut self.state else {
             return;
         };
-        if reject.echo[..] != self.client_random[..wire::REJECT_ECHO_LEN] {
+        if reject.echo[..] != self.hs.client_random[..wire::REJECT_ECHO_LEN] {
             tracing::debug!(
                 conn = self.conn_id,
                 "dropping a REJECT that does not echo our handshake"
@@ -65,7 +165,11 @@ impl Connection {
             }
             return;
         }
-        if self.psk.verify_reject(reject, &self.client_random).is_err() {
+        if self
+            .psk
+            .verify_reject(reject, &self.hs.client_random)
+            .is_err()
+        {
             tracing::debug!(conn = self.conn_id, "dropping a REJECT with a bad MAC");
             return;
         }
@@ -109,15 +213,14 @@ impl Connection {
                 window: cfg.window,
             });
         }
-        self.peer_max_data = cfg.session_window;
-        self.local_max_data = cfg.session_window;
+        self.streams.apply_session_window(cfg.session_window);
         self.config = Arc::new(cfg);
     }
 
     /// Client: a verified ACCEPT arrived at `now`; measure the train (see
     /// `handshake_train`).
     fn on_train_accept(&mut self, now: Instant, accept: &Accept) {
-        let Some(p) = self.train_probe.as_mut() else {
+        let Some(p) = self.hs.probe.as_mut() else {
             return;
         };
         if u32::from(accept.train_seen) > p.report.seen {
@@ -127,7 +230,7 @@ impl Connection {
                 span: Duration::from_micros(accept.train_span_us.into()),
             };
         }
-        if !self.train_arrivals.record(accept.train, now) {
+        if !self.hs.arrivals.record(accept.train, now) {
             return;
         }
         p.accept_len = p.accept_len.max(accept.len);
@@ -140,8 +243,8 @@ impl Connection {
             }
             p.rtt = Some(p.rtt.map_or(sample, |r| r.min(sample)));
         }
-        p.deadline = self.train_arrivals.quiet_deadline();
-        if self.train_arrivals.count()
+        p.deadline = self.hs.arrivals.quiet_deadline();
+        if self.hs.arrivals.count()
             >= u32::from(handshake_train::train_len(self.config.handshake_train))
         {
             self.finish_train_probe(now);
@@ -152,7 +255,7 @@ impl Connection {
     /// server (the server's report) and queues a PATH frame with the rate back (the
     /// ACCEPTs' spacing) for the server's.
     pub(super) fn finish_train_probe(&mut self, now: Instant) {
-        let Some(p) = self.train_probe.take() else {
+        let Some(p) = self.hs.probe.take() else {
             return;
         };
         if p.sent.is_empty() {
@@ -161,18 +264,15 @@ impl Connection {
         if p.report.seen > 0 {
             // Each arrival drew one ACCEPT, so the server's count is also the ACCEPTs sent.
             let sent = u32::try_from(p.sent.len()).unwrap_or(u32::MAX);
-            self.train_loss_out = Some((p.report.seen.min(sent), sent));
-            self.train_loss_in = Some((
-                self.train_arrivals.count().min(p.report.seen),
-                p.report.seen,
-            ));
+            self.hs.loss_out = Some((p.report.seen.min(sent), sent));
+            self.hs.loss_in = Some((self.hs.arrivals.count().min(p.report.seen), p.report.seen));
         }
         let up = handshake_train::rate(p.report).map(|(pps, exact)| (pps * p.len as f64, exact));
         if let Some((bytes_per_s, exact)) = up {
             let pps = bytes_per_s / self.config.max_datagram as f64;
             self.cc.on_path_estimate(now, pps, exact, &self.rtt);
         }
-        let back = handshake_train::rate(self.train_arrivals.report())
+        let back = handshake_train::rate(self.hs.arrivals.report())
             .map(|(pps, exact)| (pps * p.accept_len as f64, exact));
         if let (Some((bytes_per_s, exact)), Some(rtt)) = (back, p.rtt) {
             // The ACCEPTs left as the INITIATEs arrived, so their spacing shows the slower
@@ -190,7 +290,7 @@ impl Connection {
                 rtt_ms = rtt.as_secs_f64() * 1e3,
                 "handshake train measured"
             );
-            self.control.push_back(OwnedFrame::Path {
+            self.streams.push_control(OwnedFrame::Path {
                 rate: bytes_per_s as u64,
                 rtt_us: rtt.as_micros().clamp(1, u128::from(u64::MAX)) as u64,
                 exact,
@@ -207,20 +307,20 @@ impl Connection {
     /// [`MAX_ACCEPTS`] in all, so a replayer cannot crowd the session's own traffic.
     pub(crate) fn on_initiate(&mut self, now: Instant, init: &Initiate) {
         if !self.answers_handshake(&init.client_random)
-            || self.rx_packets > 0
-            || self.accepts_queued >= MAX_ACCEPTS
+            || self.recv.rx_packets > 0
+            || self.hs.accepts_queued >= MAX_ACCEPTS
         {
             return;
         }
-        self.accepts_queued += 1;
-        self.train_arrivals.record(init.train, now);
-        let report = self.train_arrivals.report();
+        self.hs.accepts_queued += 1;
+        self.hs.arrivals.record(init.train, now);
+        let report = self.hs.arrivals.report();
         if report.seen > 0 {
-            self.train_loss_in = Some((report.seen, self.train_arrivals.highest()));
+            self.hs.loss_in = Some((report.seen, self.hs.arrivals.highest()));
         }
         let mut accept = Accept {
             conn_id: self.conn_id,
-            server_random: self.server_random,
+            server_random: self.hs.server_random,
             train: init.train,
             // Both at most 64 (`handshake_train::MAX_TRAIN`).
             train_seen: report.seen.min(255) as u8,
@@ -233,23 +333,23 @@ impl Connection {
             params: self.config.params(),
             mac: [0; wire::MAC_LEN],
         };
-        self.psk.sign_accept(&mut accept, &self.client_random);
-        if self.accept_pending.len() < MAX_PENDING_ACCEPTS {
+        self.psk.sign_accept(&mut accept, &self.hs.client_random);
+        if self.hs.accept_pending.len() < MAX_PENDING_ACCEPTS {
             let mut bytes = Vec::with_capacity(accept.len);
             accept.emit(&mut bytes);
-            self.accept_pending.push_back(bytes);
+            self.hs.accept_pending.push_back(bytes);
         }
     }
 
     /// Whether an INITIATE with `client_random` is (a copy of) the one this server session
     /// accepted; another random naming its id is a different client.
     pub(crate) fn answers_handshake(&self, client_random: &[u8; RANDOM_LEN]) -> bool {
-        self.side == Side::Server && *client_random == self.client_random
+        self.side == Side::Server && *client_random == self.hs.client_random
     }
 
     /// Server: applies a PATH frame received from the client.
     pub(super) fn apply_path(&mut self, now: Instant) {
-        let Some((rate, rtt_us, exact)) = self.path_pending.take() else {
+        let Some((rate, rtt_us, exact)) = self.hs.path_pending.take() else {
             return;
         };
         if rate == 0 || rtt_us == 0 || rtt_us > 60_000_000 {

@@ -1,7 +1,27 @@
 //! Timers: when the session must be woken, and what is due when it is (idle timeout,
 //! keepalive, delayed ACKs, loss detection, tail probes).
 
-use super::*;
+use super::{Connection, ConnectionError, State};
+use std::time::{Duration, Instant};
+
+/// When the session must next act, and the probe state.
+#[derive(Debug, Default)]
+pub(super) struct Timers {
+    /// When the next packet in flight crosses the loss-detection time threshold.
+    pub(super) loss_time: Option<Instant>,
+    /// When the pacer next lets a datagram out, if it is what holds data back.
+    pub(super) pacer_wakeup: Option<Instant>,
+    /// When the last ack-eliciting packet left (the probe timer runs from there).
+    pub(super) last_ack_eliciting_sent: Option<Instant>,
+    /// Probes sent since the last ACK that acknowledged something new.
+    pub(super) pto_count: u32,
+    /// When the last datagram left (the keepalive runs from there).
+    pub(super) last_sent: Option<Instant>,
+    /// A PING is due.
+    pub(super) ping_pending: bool,
+    /// When the reordering estimator last began a round.
+    pub(super) last_round: Option<Instant>,
+}
 
 impl Connection {
     /// Whether the probe timer must run: packets are in flight, or symbols are still
@@ -11,14 +31,14 @@ impl Connection {
     /// (proactive ones owe nothing) waited for the next keepalive (evidence:
     /// docs/experiments/code-evidence.md#tail-unresolved).
     fn tail_unresolved(&self) -> bool {
-        self.in_flight > 0 || !self.encoder.is_empty()
+        self.sent.in_flight() > 0 || !self.encoder.is_empty()
     }
 
     fn pto(&self) -> Duration {
         // Capped at 4x: on a lossy link a probe is itself lost often, and a tail symbol
         // (e.g. the one carrying flow-control credit) must not wait many seconds (8x was
         // 5.6 s at 600 ms).
-        self.rtt.pto(self.config.max_ack_delay) * 2u32.saturating_pow(self.pto_count.min(2))
+        self.rtt.pto(self.config.max_ack_delay) * 2u32.saturating_pow(self.timers.pto_count.min(2))
     }
 
     /// When [`Connection::handle_timeout`] must be called next.
@@ -44,14 +64,14 @@ impl Connection {
             State::Closing { .. } => return Some(self.created), // flush immediately
             State::Established => {}
         }
-        add(Some(self.last_received + self.config.idle_timeout));
-        add(self.last_sent.map(|s| s + self.config.keepalive));
-        add(self.ack.deadline.filter(|_| self.ack.pending));
-        add(self.loss_time);
-        add(self.pacer_wakeup);
-        add(self.train_probe.as_ref().and_then(|p| p.deadline));
+        add(Some(self.recv.last_received + self.config.idle_timeout));
+        add(self.timers.last_sent.map(|s| s + self.config.keepalive));
+        add(self.recv.ack.deadline.filter(|_| self.recv.ack.pending));
+        add(self.timers.loss_time);
+        add(self.timers.pacer_wakeup);
+        add(self.hs.probe_deadline());
         if self.tail_unresolved() {
-            add(self.last_ack_eliciting_sent.map(|s| s + self.pto()));
+            add(self.timers.last_ack_eliciting_sent.map(|s| s + self.pto()));
         }
         t
     }
@@ -77,46 +97,43 @@ impl Connection {
             }
             State::Established => {}
         }
-        if now >= self.last_received + self.config.idle_timeout {
+        if now >= self.recv.last_received + self.config.idle_timeout {
             self.lose(ConnectionError::IdleTimeout);
             return;
         }
-        if self
-            .train_probe
-            .as_ref()
-            .and_then(|p| p.deadline)
-            .is_some_and(|d| now >= d)
-        {
+        if self.hs.probe_deadline().is_some_and(|d| now >= d) {
             self.finish_train_probe(now);
         }
         if self
+            .timers
             .last_sent
             .is_some_and(|s| now >= s + self.config.keepalive)
         {
-            self.ping_pending = true;
+            self.timers.ping_pending = true;
         }
-        if self.ack.pending && self.ack.deadline.is_some_and(|d| now >= d) {
-            self.ack.immediate = true;
+        if self.recv.ack.pending && self.recv.ack.deadline.is_some_and(|d| now >= d) {
+            self.recv.ack.immediate = true;
         }
-        if self.loss_time.is_some_and(|t| now >= t) {
+        if self.timers.loss_time.is_some_and(|t| now >= t) {
             self.detect_lost(now);
             self.trim_sent();
             self.owe_tail_shortfall();
         }
         if self.tail_unresolved()
             && self
+                .timers
                 .last_ack_eliciting_sent
                 .is_some_and(|s| now >= s + self.pto())
         {
             // Tail loss probe: one repair covering everything unacknowledged.
-            self.pto_count += 1;
+            self.timers.pto_count += 1;
             // Two probes when loss is significant, so one loss does not cost another PTO.
             let probes = if self.loss.p() > 0.05 { 2 } else { 1 };
             // The tail's fate is unknown: probes cover everything sent.
-            self.debt.owe_spanning(probes, self.encoder.next_id());
-            self.last_ack_eliciting_sent = Some(now);
+            self.repair.on_probe(probes, self.unacked());
+            self.timers.last_ack_eliciting_sent = Some(now);
             if self.encoder.is_empty() {
-                self.ping_pending = true;
+                self.timers.ping_pending = true;
             }
         }
     }

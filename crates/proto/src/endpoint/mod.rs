@@ -8,13 +8,15 @@
 use crate::config::TransportConfig;
 use crate::connection::{Connection, Event, Role, Transmit};
 use crate::crypto::Psk;
-use crate::wire::{self, Accept, Initiate, Reject, RejectReason, Reset, RANDOM_LEN};
+use crate::wire::{self, Accept, Initiate, Reject, Reset, RANDOM_LEN};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod admission;
 
 /// Names a session within an endpoint (its connection id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -317,176 +319,6 @@ impl Endpoint {
         reset.emit(&mut out);
         self.outbox.push_back((to, out));
         self.drops.resets_sent += 1;
-    }
-
-    /// Queues a REJECT of the INITIATE `request` (raw bytes) to `to`, if the rate limit
-    /// allows and it is no larger than the request (never an amplifier). A signed one
-    /// needs the verified INITIATE's client random and carries our parameters.
-    fn reject(
-        &mut self,
-        to: SocketAddr,
-        conn_id: u32,
-        request: &[u8],
-        reason: RejectReason,
-        signed_for: Option<&[u8; RANDOM_LEN]>,
-    ) {
-        let Some(echo) = Reject::echo_of(request) else {
-            return;
-        };
-        let mut reject = Reject {
-            version: wire::VERSION,
-            conn_id,
-            echo,
-            reason,
-            signed: None,
-        };
-        if let Some(client_random) = signed_for {
-            reject.signed = Some((self.config.transport.params(), [0; wire::MAC_LEN]));
-            self.config.psk.sign_reject(&mut reject, client_random);
-        }
-        let len = if reject.signed.is_some() {
-            wire::REJECT_SIGNED_LEN
-        } else {
-            wire::REJECT_LEN
-        };
-        if request.len() < len || self.reject_tokens < 1.0 {
-            return;
-        }
-        self.reject_tokens -= 1.0;
-        let mut out = Vec::with_capacity(len);
-        reject.emit(&mut out);
-        self.outbox.push_back((to, out));
-        self.drops.rejects_sent += 1;
-    }
-
-    fn handle_initiate(&mut self, now: Instant, from: SocketAddr, conn_id: u32, data: &[u8]) {
-        if !self.config.accept_sessions {
-            self.drops.malformed += 1;
-            return;
-        }
-        let init = match Initiate::parse(data) {
-            Ok(init) => init,
-            Err(e) => {
-                self.drops.malformed += 1;
-                if let wire::WireError::Version(v) = e {
-                    if let Some(suppressed) = self.warn.allow(Refusal::Version, now) {
-                        tracing::warn!(%from, version = v, ours = wire::VERSION, suppressed, "handshake from {from} uses another protocol version: upgrade both sides");
-                    }
-                    self.reject(from, conn_id, data, RejectReason::Version, None);
-                }
-                return;
-            }
-        };
-        if self.config.psk.verify_initiate(&init).is_err() {
-            self.drops.bad_handshake += 1;
-            if let Some(suppressed) = self.warn.allow(Refusal::Auth, now) {
-                tracing::warn!(%from, suppressed, "handshake from {from} failed authentication — key mismatch?");
-            } else {
-                tracing::debug!(%from, "handshake with a bad MAC (wrong PSK?)");
-            }
-            self.reject(from, conn_id, data, RejectReason::Auth, None);
-            return;
-        }
-        if let Some(existing) = self.connections.get_mut(&init.conn_id) {
-            if existing.answers_handshake(&init.client_random) {
-                // A retransmitted INITIATE: answer again (to the session's address, not
-                // necessarily the sender's).
-                existing.on_initiate(now, &init);
-            } else {
-                // Another client drew an id in use (32 random bits, so rare but possible).
-                // Refuse it: the live session keeps its id, keys and address, and the new
-                // client's handshake times out, after which it connects again with a
-                // fresh id.
-                self.drops.refused += 1;
-                tracing::debug!(%from, conn = init.conn_id, "handshake refused: connection id in use");
-            }
-            return;
-        }
-        if let Some(ours) = self.unix_ms(now) {
-            if ours.abs_diff(init.timestamp_ms) > self.config.max_clock_skew.as_millis() as u64 {
-                self.drops.bad_handshake += 1;
-                tracing::debug!(%from, "handshake timestamp outside the allowed clock skew");
-                return;
-            }
-        }
-        self.seen_randoms.retain(|_, exp| *exp > now);
-        if self.seen_randoms.contains_key(&init.client_random) {
-            self.drops.bad_handshake += 1;
-            tracing::debug!(%from, "replayed handshake dropped");
-            return;
-        }
-        let params = match self.config.transport.params().negotiate(&init.params) {
-            Ok(p) => p,
-            Err(m) => {
-                self.drops.refused += 1;
-                if let Some(suppressed) = self.warn.allow(Refusal::Params, now) {
-                    tracing::warn!(%from, parameter = m.parameter, ours = m.ours, peer = m.peer, suppressed,
-                        "handshake from {from} refused: {} differs (ours {}, the peer's {})", m.parameter, m.ours, m.peer);
-                }
-                self.reject(
-                    from,
-                    init.conn_id,
-                    data,
-                    RejectReason::Params,
-                    Some(&init.client_random),
-                );
-                return;
-            }
-        };
-        if !self.accepting {
-            self.drops.refused += 1;
-            tracing::debug!(%from, "handshake refused: shutting down");
-            self.reject(
-                from,
-                init.conn_id,
-                data,
-                RejectReason::Busy,
-                Some(&init.client_random),
-            );
-            return;
-        }
-        if self.handshake_tokens < 1.0 || self.connections.len() >= self.config.max_sessions {
-            self.drops.refused += 1;
-            tracing::info!(%from, sessions = self.connections.len(), "handshake refused: session or rate limit reached");
-            if self.connections.len() >= self.config.max_sessions {
-                self.reject(
-                    from,
-                    init.conn_id,
-                    data,
-                    RejectReason::Busy,
-                    Some(&init.client_random),
-                );
-            }
-            return;
-        }
-        self.handshake_tokens -= 1.0;
-        self.seen_randoms
-            .insert(init.client_random, now + 2 * self.config.max_clock_skew);
-        let mut server_random = [0u8; RANDOM_LEN];
-        self.rng.fill_bytes(&mut server_random);
-        let (c2s, s2c) = self
-            .config
-            .psk
-            .session_keys(&init.client_random, &server_random);
-        let mut conn = Connection::new(
-            Role::Server {
-                keys: Box::new((s2c, c2s)),
-                client_random: init.client_random,
-                server_random,
-            },
-            init.conn_id,
-            from,
-            now,
-            if params == self.config.transport.params() {
-                self.config.transport.clone()
-            } else {
-                Arc::new(self.config.transport.with_params(&params))
-            },
-            self.config.psk.clone(),
-        );
-        conn.on_initiate(now, &init);
-        tracing::debug!(%from, conn = init.conn_id, "session accepted");
-        self.insert(init.conn_id, conn);
     }
 
     /// The next datagram to send, round-robin across sessions.

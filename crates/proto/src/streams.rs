@@ -1,0 +1,514 @@
+//! The session's streams: the stream table, stream ids, the control-frame queue, the
+//! session-level flow control (credit both ways, the send budget) and the round-robin
+//! that fills source symbols with stream data.
+//!
+//! Per-stream buffers and credit are [`crate::stream`]'s halves; this part decides which
+//! stream speaks next, and turns decoded frames into stream data and events.
+
+use crate::config::TransportConfig;
+use crate::connection::{ConnectionError, Event, Side, StreamApiError};
+use crate::frame::{self, Frame, OpenResult, StreamId, Target};
+use crate::stream::{ReadOutcome, RecvHalf, SendHalf, StreamError};
+use std::collections::{BTreeMap, VecDeque};
+
+/// Stream reset code: the peer exceeded the stream limit.
+pub const RESET_REFUSED: u8 = 0xfe;
+
+/// One stream's two halves and whether the application was told about them.
+#[derive(Debug)]
+struct Stream {
+    send: SendHalf,
+    recv: RecvHalf,
+    write_blocked: bool,
+    read_notified: bool,
+}
+
+impl Stream {
+    fn new(config: &TransportConfig) -> Self {
+        Stream {
+            send: SendHalf::new(config.stream_window, config.stream_send_buffer),
+            recv: RecvHalf::new(config.stream_window),
+            write_blocked: false,
+            read_notified: false,
+        }
+    }
+}
+
+/// A control frame waiting for the next source symbol.
+#[derive(Debug, Clone)]
+pub(crate) enum OwnedFrame {
+    /// The handshake train's measurement for the server (see `handshake_train`).
+    Path {
+        /// Bytes per second back towards the client.
+        rate: u64,
+        /// The handshake's round trip, µs.
+        rtt_us: u64,
+        /// Whether `rate` is a measurement rather than a lower bound.
+        exact: bool,
+    },
+    /// A stream we opened, towards `target`.
+    Open { id: StreamId, target: Target },
+    /// The connect result of a stream the peer opened.
+    OpenResult { id: StreamId, code: OpenResult },
+    /// A stream ended abruptly (by us, or refused over the stream limit).
+    Reset { id: StreamId, code: u8 },
+    /// New receive credit for one stream.
+    MaxStreamData { id: StreamId, max: u64 },
+    /// New receive credit for the session.
+    MaxData { max: u64 },
+}
+
+impl OwnedFrame {
+    fn as_frame(&self) -> Frame<'static> {
+        match self.clone() {
+            OwnedFrame::Path {
+                rate,
+                rtt_us,
+                exact,
+            } => Frame::Path {
+                rate,
+                rtt_us,
+                exact,
+            },
+            OwnedFrame::Open { id, target } => Frame::Open { id, target },
+            OwnedFrame::OpenResult { id, code } => Frame::OpenResult { id, code },
+            OwnedFrame::Reset { id, code } => Frame::Reset { id, code },
+            OwnedFrame::MaxStreamData { id, max } => Frame::MaxStreamData { id, max },
+            OwnedFrame::MaxData { max } => Frame::MaxData { max },
+        }
+    }
+}
+
+/// Every stream of one session and the session-level flow control.
+#[derive(Debug)]
+pub(crate) struct Streams {
+    side: Side,
+    /// The session's id, for logs.
+    conn_id: u32,
+    map: BTreeMap<StreamId, Stream>,
+    next_local: StreamId,
+    highest_peer: Option<StreamId>,
+    control: VecDeque<OwnedFrame>,
+    /// The stream the next symbol's data starts with.
+    rr_cursor: StreamId,
+    peer_max_data: u64,
+    data_sent: u64,
+    local_max_data: u64,
+    data_received: u64,
+    data_read: u64,
+    /// Upper bound of the bytes queued on all streams (exact after a recount); checked
+    /// against `config.session_send_buffer`.
+    send_buffered: usize,
+    /// A write was cut short by the session budget: wake blocked streams when it frees.
+    budget_blocked: bool,
+    /// The peer-stream limit has been reported at warn level for this session.
+    limit_logged: bool,
+}
+
+impl Streams {
+    /// No streams yet; both session windows at `config.session_window`.
+    pub(crate) fn new(side: Side, conn_id: u32, config: &TransportConfig) -> Self {
+        Streams {
+            side,
+            conn_id,
+            map: BTreeMap::new(),
+            next_local: match side {
+                Side::Client => 0,
+                Side::Server => 1,
+            },
+            highest_peer: None,
+            control: VecDeque::new(),
+            rr_cursor: 0,
+            peer_max_data: config.session_window,
+            data_sent: 0,
+            local_max_data: config.session_window,
+            data_received: 0,
+            data_read: 0,
+            send_buffered: 0,
+            budget_blocked: false,
+            limit_logged: false,
+        }
+    }
+
+    /// Negotiated parameters before any stream exists: both session windows restart at
+    /// `session_window`.
+    pub(crate) fn apply_session_window(&mut self, session_window: u64) {
+        self.peer_max_data = session_window;
+        self.local_max_data = session_window;
+    }
+
+    /// Open streams.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether no stream is open and no control frame waits.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.map.is_empty() && self.control.is_empty()
+    }
+
+    /// Stream bytes sent so far (first transmissions).
+    pub(crate) fn data_sent(&self) -> u64 {
+        self.data_sent
+    }
+
+    /// Queues a control frame for the next source symbol.
+    pub(crate) fn push_control(&mut self, frame: OwnedFrame) {
+        self.control.push_back(frame);
+    }
+
+    fn maybe_forget(&mut self, id: StreamId) {
+        if let Some(s) = self.map.get(&id) {
+            let send_done = s.send.reset || (s.send.fin_sent && s.send.buffered() == 0);
+            if send_done && s.recv.is_done() {
+                self.map.remove(&id);
+            }
+        }
+    }
+
+    /// Opens a stream to `target`; the peer learns of it with the first symbol.
+    pub(crate) fn open(
+        &mut self,
+        target: Target,
+        config: &TransportConfig,
+    ) -> Result<StreamId, StreamApiError> {
+        if self.map.len() >= config.max_streams {
+            return Err(StreamApiError::TooManyStreams);
+        }
+        let id = self.next_local;
+        self.next_local += 2;
+        self.map.insert(id, Stream::new(config));
+        self.control.push_back(OwnedFrame::Open { id, target });
+        Ok(id)
+    }
+
+    /// Queues bytes on a stream within its credit and the session's send budget; returns
+    /// how many were taken.
+    pub(crate) fn write(
+        &mut self,
+        id: StreamId,
+        data: &[u8],
+        config: &TransportConfig,
+    ) -> Result<usize, StreamApiError> {
+        let s = self.map.get_mut(&id).ok_or(StreamApiError::UnknownStream)?;
+        if s.send.reset {
+            return Err(StreamApiError::Reset);
+        }
+        let budget = config.session_send_buffer;
+        let mut room = budget.saturating_sub(self.send_buffered);
+        if room < data.len() {
+            // The running total only over-estimates (resets and forgotten streams do not
+            // subtract); recount before refusing.
+            self.send_buffered = self.map.values().map(|s| s.send.buffered()).sum();
+            room = budget.saturating_sub(self.send_buffered);
+        }
+        let Some(s) = self.map.get_mut(&id) else {
+            return Err(StreamApiError::UnknownStream);
+        };
+        let n = s.send.write(&data[..data.len().min(room)]);
+        self.send_buffered += n;
+        if n < data.len() {
+            s.write_blocked = true;
+            if room < data.len() {
+                if !self.budget_blocked {
+                    tracing::debug!(
+                        budget,
+                        "session send buffer full: stream writes wait for the peer"
+                    );
+                }
+                self.budget_blocked = true;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Ends the sending direction of a stream.
+    pub(crate) fn finish(&mut self, id: StreamId) -> Result<(), StreamApiError> {
+        let s = self.map.get_mut(&id).ok_or(StreamApiError::UnknownStream)?;
+        s.send.fin_requested = true;
+        Ok(())
+    }
+
+    /// Reads from a stream, queueing credit updates as the application consumes.
+    pub(crate) fn read(
+        &mut self,
+        id: StreamId,
+        buf: &mut [u8],
+        config: &TransportConfig,
+    ) -> Result<ReadOutcome, StreamApiError> {
+        let s = self.map.get_mut(&id).ok_or(StreamApiError::UnknownStream)?;
+        let out = s.recv.read(buf);
+        match out {
+            ReadOutcome::Data(n) => {
+                self.data_read += n as u64;
+                if let Some(max) = s.recv.credit_update() {
+                    self.control
+                        .push_back(OwnedFrame::MaxStreamData { id, max });
+                }
+                // A quarter of the window, like the streams' (see `RecvHalf::credit_update`).
+                if self.local_max_data - self.data_read <= config.session_window / 4 * 3 {
+                    self.local_max_data = self.data_read + config.session_window;
+                    self.control.push_back(OwnedFrame::MaxData {
+                        max: self.local_max_data,
+                    });
+                }
+            }
+            ReadOutcome::Blocked => s.read_notified = false,
+            ReadOutcome::Finished | ReadOutcome::Reset(_) => {
+                s.read_notified = false;
+                self.maybe_forget(id);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Abruptly ends a stream in both directions.
+    pub(crate) fn reset(&mut self, id: StreamId, code: u8) -> Result<(), StreamApiError> {
+        let s = self.map.get_mut(&id).ok_or(StreamApiError::UnknownStream)?;
+        s.send.reset = true;
+        if s.recv.reset.is_none() {
+            s.recv.reset = Some(code);
+        }
+        self.control.push_back(OwnedFrame::Reset { id, code });
+        self.map.remove(&id);
+        Ok(())
+    }
+
+    /// Queues the connect result of a peer-opened stream.
+    pub(crate) fn send_open_result(
+        &mut self,
+        id: StreamId,
+        code: OpenResult,
+    ) -> Result<(), StreamApiError> {
+        if !self.map.contains_key(&id) {
+            return Err(StreamApiError::UnknownStream);
+        }
+        self.control.push_back(OwnedFrame::OpenResult { id, code });
+        Ok(())
+    }
+
+    /// Whether a write on `id` would take bytes now.
+    pub(crate) fn is_writable(&self, id: StreamId) -> bool {
+        self.map.get(&id).is_some_and(|s| s.send.is_writable())
+    }
+
+    /// Fills `payload` (cleared first) with frames for one source symbol of at most `cap`
+    /// bytes: control frames first (they unblock the peer), then stream data round-robin.
+    /// `scratch` is a reusable buffer. Returns false if there is nothing to send.
+    pub(crate) fn fill_payload(
+        &mut self,
+        payload: &mut Vec<u8>,
+        scratch: &mut Vec<u8>,
+        cap: usize,
+        config: &TransportConfig,
+        events: &mut VecDeque<Event>,
+    ) -> bool {
+        payload.clear();
+        while let Some(f) = self.control.front() {
+            let frame = f.as_frame();
+            if payload.len() + frame.encoded_len() > cap {
+                break;
+            }
+            frame.emit(payload);
+            self.control.pop_front();
+        }
+        self.take_stream_data(payload, scratch, cap, events);
+        if self.budget_blocked && self.send_buffered < config.session_send_buffer {
+            self.budget_blocked = false;
+            for (&id, s) in self.map.iter_mut() {
+                if s.write_blocked && s.send.is_writable() {
+                    s.write_blocked = false;
+                    events.push_back(Event::StreamWritable(id));
+                }
+            }
+        }
+        !payload.is_empty()
+    }
+
+    /// Appends stream data, round-robin from the cursor. The frame that ends the payload
+    /// goes without its length: each frame is sized against that shorter header, so a
+    /// symbol fills exactly, and one left without room for its length ends the payload.
+    /// A frame that had room but turned out to be the last one (the data ran out) loses
+    /// its length afterwards: `open_tail` is where it starts.
+    fn take_stream_data(
+        &mut self,
+        payload: &mut Vec<u8>,
+        scratch: &mut Vec<u8>,
+        cap: usize,
+        events: &mut VecDeque<Event>,
+    ) {
+        let ids: Vec<StreamId> = self
+            .map
+            .range(self.rr_cursor..)
+            .chain(self.map.range(..self.rr_cursor))
+            .filter(|(_, s)| s.send.has_frame())
+            .map(|(id, _)| *id)
+            .collect();
+        let mut open_tail = None;
+        for id in ids {
+            let room = cap.saturating_sub(payload.len());
+            let session_credit = self.peer_max_data.saturating_sub(self.data_sent) as usize;
+            let Some(s) = self.map.get_mut(&id) else {
+                continue;
+            };
+            let header = frame::stream_last_header_len(id, s.send.offset);
+            if room <= header {
+                break;
+            }
+            let max = (room - header).min(session_credit);
+            if max == 0 && !(s.send.fin_requested && s.send.buffered() == 0) {
+                continue;
+            }
+            let (offset, fin) = s.send.take(max, scratch);
+            self.data_sent += scratch.len() as u64;
+            self.send_buffered = self.send_buffered.saturating_sub(scratch.len());
+            let frame = Frame::Stream {
+                id,
+                offset,
+                fin,
+                data: scratch,
+            };
+            let ends_payload = frame.encoded_len() > room;
+            if ends_payload {
+                frame.emit_last(payload);
+                open_tail = None;
+            } else {
+                open_tail = Some(payload.len());
+                frame.emit(payload);
+            }
+            if s.write_blocked && s.send.is_writable() {
+                s.write_blocked = false;
+                events.push_back(Event::StreamWritable(id));
+            }
+            self.rr_cursor = id + 1;
+            self.maybe_forget(id);
+            if ends_payload {
+                break;
+            }
+        }
+        if let Some(start) = open_tail {
+            // Nothing followed that frame (only stream frames come after control frames).
+            let dropped = frame::drop_final_stream_length(payload, start);
+            debug_assert!(dropped, "the payload's final frame is a length-form STREAM");
+        }
+    }
+
+    /// Applies a decoded frame (any but PATH, which is the handshake's).
+    pub(crate) fn on_frame(
+        &mut self,
+        frame: Frame<'_>,
+        config: &TransportConfig,
+        events: &mut VecDeque<Event>,
+    ) -> Result<(), ConnectionError> {
+        match frame {
+            Frame::Open { id, target } => {
+                if self.peer_stream(id, config)? {
+                    events.push_back(Event::StreamOpened { id, target });
+                }
+            }
+            Frame::OpenResult { id, code } => {
+                if self.map.contains_key(&id) {
+                    events.push_back(Event::OpenResult { id, code });
+                }
+            }
+            Frame::Stream {
+                id,
+                offset,
+                fin,
+                data,
+            } => self.on_stream_data(id, offset, fin, data, config, events)?,
+            Frame::Reset { id, code } => {
+                if let Some(s) = self.map.get_mut(&id) {
+                    s.recv.reset = Some(code);
+                    s.send.reset = true;
+                    s.read_notified = true;
+                    events.push_back(Event::StreamReadable(id));
+                }
+            }
+            Frame::MaxStreamData { id, max } => {
+                if let Some(s) = self.map.get_mut(&id) {
+                    s.send.max_data = s.send.max_data.max(max);
+                }
+            }
+            Frame::MaxData { max } => self.peer_max_data = self.peer_max_data.max(max),
+            Frame::Path { .. } => {}
+        }
+        Ok(())
+    }
+
+    fn on_stream_data(
+        &mut self,
+        id: StreamId,
+        offset: u64,
+        fin: bool,
+        data: &[u8],
+        config: &TransportConfig,
+        events: &mut VecDeque<Event>,
+    ) -> Result<(), ConnectionError> {
+        if self.is_peer_initiated(id) && !self.peer_stream(id, config)? {
+            return Ok(());
+        }
+        let Some(s) = self.map.get_mut(&id) else {
+            return Ok(());
+        };
+        let new = s.recv.insert(offset, data, fin).map_err(|e| match e {
+            StreamError::FlowControl => ConnectionError::Protocol("stream flow control"),
+            StreamError::FinalSize => ConnectionError::Protocol("final size"),
+        })?;
+        self.data_received += new as u64;
+        if self.data_received > self.local_max_data {
+            return Err(ConnectionError::Protocol("session flow control"));
+        }
+        if s.recv.is_readable() && !s.read_notified {
+            s.read_notified = true;
+            events.push_back(Event::StreamReadable(id));
+        }
+        Ok(())
+    }
+
+    fn is_peer_initiated(&self, id: StreamId) -> bool {
+        let peer_parity = match self.side {
+            Side::Client => 1,
+            Side::Server => 0,
+        };
+        id & 1 == peer_parity
+    }
+
+    /// Makes sure a peer-initiated stream exists; false if it is closed and forgotten.
+    fn peer_stream(
+        &mut self,
+        id: StreamId,
+        config: &TransportConfig,
+    ) -> Result<bool, ConnectionError> {
+        if !self.is_peer_initiated(id) {
+            return Ok(self.map.contains_key(&id));
+        }
+        if self.map.contains_key(&id) {
+            return Ok(true);
+        }
+        if self.highest_peer.is_some_and(|h| id <= h) {
+            return Ok(false);
+        }
+        self.highest_peer = Some(id);
+        if self.map.len() >= config.max_streams {
+            if self.limit_logged {
+                tracing::debug!(conn = self.conn_id, id, "stream limit: refusing stream");
+            } else {
+                self.limit_logged = true;
+                tracing::warn!(
+                    conn = self.conn_id,
+                    limit = config.max_streams,
+                    "peer opened more streams than max_streams allows; refusing the excess \
+                     (logged once per session)"
+                );
+            }
+            self.control.push_back(OwnedFrame::Reset {
+                id,
+                code: RESET_REFUSED,
+            });
+            return Ok(false);
+        }
+        self.map.insert(id, Stream::new(config));
+        Ok(true)
+    }
+}
