@@ -1,0 +1,274 @@
+//! The relay role in one process: forward → relay → relay → reverse on loopback, each
+//! segment its own session with its own key. Byte-exact transfers, connect results
+//! passed back hop by hop, back-pressure from a slow last segment, and the loss and
+//! return of a next hop. (`proxy-reverse/tests/relay_chain.rs` runs the binaries.)
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use ctcp_config::RelayConfig;
+use ctcp_proto::Psk;
+use ctcp_runtime::{start_forward, start_reverse, Acl, ForwardSettings, ReverseSettings, Running};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// One key per segment: forward–relay1, relay1–relay2, relay2–reverse.
+const KEYS: [[u8; 32]; 3] = [[1; 32], [2; 32], [3; 32]];
+
+struct Chain {
+    fwd: Running,
+    relays: Vec<Running>,
+    rev: Running,
+}
+
+fn reverse_settings(key: &[u8; 32], listen: SocketAddr) -> ReverseSettings {
+    let mut rs = ReverseSettings::new(Psk::new(key).unwrap());
+    rs.listen = listen;
+    rs.acl = Acl::allow_all();
+    rs.connect_timeout = Duration::from_secs(3);
+    rs.drain_timeout = Duration::ZERO;
+    rs.transport.idle_timeout = Duration::from_secs(3);
+    rs.transport.keepalive = Duration::from_millis(500);
+    rs
+}
+
+/// Starts the chain from its far end: the reverse, then relays toward the forward.
+/// `relay_cfg` sets the relays' `[relay]` options; `tweak_rev` the last gateway's.
+async fn chain(
+    relays: usize,
+    relay_cfg: &RelayConfig,
+    tweak_rev: impl FnOnce(&mut ReverseSettings),
+) -> Chain {
+    let mut rs = reverse_settings(&KEYS[relays], "127.0.0.1:0".parse().unwrap());
+    tweak_rev(&mut rs);
+    let rev = start_reverse(rs).await.unwrap();
+    let mut next = rev.local_addr;
+    let mut started = Vec::new();
+    for i in (0..relays).rev() {
+        let rs = reverse_settings(&KEYS[i], "127.0.0.1:0".parse().unwrap()).relay_to(
+            relay_cfg,
+            next.to_string(),
+            Psk::new(&KEYS[i + 1]).unwrap(),
+        );
+        let r = start_reverse(rs).await.unwrap();
+        next = r.local_addr;
+        started.insert(0, r);
+    }
+    let mut fs = ForwardSettings::new(next.to_string(), Psk::new(&KEYS[0]).unwrap());
+    fs.listen = "127.0.0.1:0".parse().unwrap();
+    fs.transport.idle_timeout = Duration::from_secs(3);
+    fs.transport.keepalive = Duration::from_millis(500);
+    let fwd = start_forward(fs).await.unwrap();
+    Chain {
+        fwd,
+        relays: started,
+        rev,
+    }
+}
+
+/// CONNECT through the chain, retrying while its sessions come up.
+async fn connect_when_ready(proxy: SocketAddr, target: SocketAddr) -> tokio::net::TcpStream {
+    tokio::time::timeout(T, async {
+        loop {
+            if let Ok(s) = socks(proxy, &v4(target), target.port(), 1).await {
+                return s;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the chain never came up")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_relays_carry_a_transfer_byte_exact_both_ways() {
+    let c = chain(2, &RelayConfig::default(), |_| {}).await;
+    let echo = echo_server().await;
+    drop(connect_when_ready(c.fwd.local_addr, echo).await);
+    let data = pattern(28, 8 << 20);
+    let back = tokio::time::timeout(T, round_trip(c.fwd.local_addr, echo, &data))
+        .await
+        .expect("no hang");
+    assert!(
+        back == data,
+        "echoed bytes differ ({} of {})",
+        back.len(),
+        data.len()
+    );
+    // Several streams at once share each segment's session.
+    let tasks: Vec<_> = (0..16u64)
+        .map(|i| {
+            let proxy = c.fwd.local_addr;
+            tokio::spawn(async move {
+                let d = pattern(i, 100_000 + i as usize * 1000);
+                round_trip(proxy, echo, &d).await == d
+            })
+        })
+        .collect();
+    for t in tasks {
+        assert!(tokio::time::timeout(T, t).await.unwrap().unwrap());
+    }
+    // One session per segment: the relays opened no more than one each downstream.
+    for r in c.relays.iter().chain([&c.rev]) {
+        assert_eq!(r.driver.stats().len(), 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_results_come_back_hop_by_hop_with_their_socks_codes() {
+    let c = chain(2, &RelayConfig::default(), |r| {
+        r.acl = Acl {
+            rules: vec![ctcp_runtime::Rule {
+                allow: false,
+                net: "127.0.0.3/32".parse().unwrap(),
+                ports: 0..=65535,
+            }],
+            default_allow: true,
+        };
+    })
+    .await;
+    let proxy = c.fwd.local_addr;
+    let echo = echo_server().await;
+    drop(connect_when_ready(proxy, echo).await);
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let r = tokio::time::timeout(T, async {
+        (
+            socks(proxy, &v4(closed), closed.port(), 1).await.err(),
+            socks(proxy, &domain("nonexistent.invalid"), 80, 1)
+                .await
+                .err(),
+            socks(proxy, &[1, 127, 0, 0, 3], 80, 1).await.err(),
+            socks(proxy, &domain("localhost"), echo.port(), 1)
+                .await
+                .err(),
+        )
+    })
+    .await
+    .expect("no hang");
+    assert_eq!(r.0, Some(0x05), "refused");
+    assert_eq!(r.1, Some(0x04), "unresolvable name");
+    assert_eq!(r.2, Some(0x02), "the last gateway's ACL denied it");
+    assert_eq!(r.3, None, "a name the last gateway resolves connects");
+}
+
+/// A target that does not read: the client can push only what the buffers along the
+/// chain hold (kernel socket buffers, the send buffers and each relay's credit), not
+/// the whole stream, and every byte arrives once the target reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_last_segment_back_pressures_the_client_through_the_relays() {
+    let cfg = RelayConfig {
+        buffer: 1 << 20,
+        ..RelayConfig::default()
+    };
+    let c = chain(2, &cfg, |r| {
+        r.transport.stream_window = 1 << 20;
+        r.transport.session_window = 1 << 20;
+    })
+    .await;
+    let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let target = l.local_addr().unwrap();
+    let received = tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let _ = go_rx.await;
+        let mut all = Vec::new();
+        s.read_to_end(&mut all).await.unwrap();
+        all
+    });
+    let s = connect_when_ready(c.fwd.local_addr, target).await;
+    let (_r, mut w) = s.into_split();
+    let data = pattern(5, 256 << 20);
+    let mut pushed = 0usize;
+    // Write until nothing more is taken for a second.
+    loop {
+        let end = (pushed + (64 << 10)).min(data.len());
+        match tokio::time::timeout(Duration::from_secs(1), w.write_all(&data[pushed..end])).await {
+            Ok(r) => {
+                r.unwrap();
+                pushed = end;
+                if pushed == data.len() {
+                    break;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    eprintln!("client pushed {} KiB into a stalled chain", pushed >> 10);
+    assert!(
+        pushed < 48 << 20,
+        "the chain took {pushed} bytes without the target reading: unbounded buffering"
+    );
+    // Let the target read; the rest flows and arrives intact.
+    go_tx.send(()).unwrap();
+    let rest = data[pushed..(pushed + (16 << 20)).min(data.len())].to_vec();
+    let total = pushed + rest.len();
+    tokio::time::timeout(T, async {
+        // The write of the chunk that timed out may have been partly taken: write the
+        // whole remainder of a fresh, known prefix instead.
+        w.write_all(&rest).await.unwrap();
+        w.shutdown().await.unwrap();
+    })
+    .await
+    .expect("writes resume once the target reads");
+    let got = tokio::time::timeout(T, received).await.unwrap().unwrap();
+    // The timed-out write may have delivered part of its chunk before being dropped;
+    // everything before it and after it must be exact.
+    assert!(got.len() >= total, "{} < {total}", got.len());
+    assert_eq!(&got[..pushed], &data[..pushed]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_the_next_hop_resets_streams_and_new_ones_work_once_it_returns() {
+    let c = chain(1, &RelayConfig::default(), |_| {}).await;
+    let echo = echo_server().await;
+    let rev_addr = c.rev.local_addr;
+    let s = connect_when_ready(c.fwd.local_addr, echo).await;
+    let (mut r, mut w) = s.into_split();
+    w.write_all(b"ping").await.unwrap();
+    let mut buf = [0u8; 4];
+    r.read_exact(&mut buf).await.unwrap();
+    // The last gateway goes away (closing its sessions).
+    c.rev.shutdown.send(true).unwrap();
+    c.rev.done.await.unwrap().unwrap();
+    let started = tokio::time::Instant::now();
+    let end = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut buf = [0u8; 64];
+        loop {
+            match r.read(&mut buf).await {
+                Ok(0) => return "eof",
+                Err(_) => return "error",
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .expect("the client's connection hung after the next hop went away");
+    eprintln!(
+        "client connection ended ({end}) after {:?}",
+        started.elapsed()
+    );
+    // While it is gone, new clients are refused promptly.
+    let refused = tokio::time::timeout(
+        Duration::from_secs(10),
+        socks(c.fwd.local_addr, &v4(echo), echo.port(), 1),
+    )
+    .await
+    .expect("a new client hung while the next hop was down");
+    assert_eq!(refused.err(), Some(0x01));
+    // It comes back on the same address: the relay reconnects, new streams work.
+    let rev = start_reverse(reverse_settings(&KEYS[1], rev_addr))
+        .await
+        .unwrap();
+    let s = connect_when_ready(c.fwd.local_addr, echo).await;
+    drop(s);
+    let d = pattern(9, 1 << 20);
+    assert!(round_trip(c.fwd.local_addr, echo, &d).await == d);
+    drop(rev);
+}
