@@ -61,6 +61,6 @@ pub mod units;
 
 pub use config::{ConfigError, GilbertElliott, JitterDist, LinkConfig, DEFAULT_QUEUE_BYTES};
 pub use counters::Counters;
-pub use emulator::{Emulator, EmulatorConfig, EmulatorError, StatsOptions};
+pub use emulator::{ChainConfig, Emulator, EmulatorConfig, EmulatorError, StatsOptions};
 pub use link::Link;
 pub use stats::{Lateness, StatsLine, StatsSink};
