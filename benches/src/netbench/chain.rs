@@ -20,7 +20,8 @@
 //! smallest `rate × (1 − loss)` of its segments), `secs`, `first_byte_s`, `bytes_ok`,
 //! `timed_out`, and per segment the bytes that entered it toward A during the transfer
 //! per goodput byte (`wire_per_goodput_sat`, `wire_per_goodput_radio`), and
-//! `peak_rss_relay_bytes` for the relay.
+//! `peak_rss_relay_bytes` for the relay (and `relay_args`, the extra relay flags from
+//! `NETBENCH_RELAY_ARGS`, e.g. `--relay-buffer 4MiB`).
 
 use super::link::sysctl;
 use super::procs::{self, in_ns, LinkEntry, Proc};
@@ -265,6 +266,13 @@ fn gateway(name: &str, ns: &str, bin: &Path, args: &[String], work: &Path) -> Re
     )
 }
 
+/// Extra flags for the relay from `NETBENCH_RELAY_ARGS` (e.g. "--relay-buffer 4MiB").
+fn relay_args() -> Vec<String> {
+    std::env::var("NETBENCH_RELAY_ARGS")
+        .map(|v| v.split_whitespace().map(String::from).collect())
+        .unwrap_or_default()
+}
+
 fn write_key(work: &Path, name: &str, seed: u64) -> Result<String> {
     let mut raw = [0u8; 32];
     fill_block(seed, &mut raw);
@@ -443,7 +451,10 @@ pub fn run(
                             port(ADDR_SERVER),
                             "--next-psk-file".into(),
                             keys[1].clone(),
-                        ],
+                        ]
+                        .into_iter()
+                        .chain(relay_args())
+                        .collect::<Vec<_>>(),
                         work,
                     )?;
                     relay_pid = Some(relay.pid());
@@ -489,6 +500,7 @@ pub fn run(
                 .collect::<Vec<_>>());
             if let Some(pid) = relay_pid {
                 row["peak_rss_relay_bytes"] = json!(vm_hwm(pid));
+                row["relay_args"] = json!(relay_args().join(" "));
             }
             println!(
                 "chain {path} {system:<10} #{rep}: {:6.2} Mbit/s  efficiency {:.3}  first byte {:.2} s  wire/goodput sat {:.3} radio {:.3}  ok {}",
