@@ -3,7 +3,7 @@
 //! coding, congestion control): the relay decodes what the upstream segment carried and
 //! encodes it again for the next one (segment termination, seed 003's cascaded tunnel).
 //!
-//! Back-pressure crosses the relay per stream: [`bridge`] reads from one stream only
+//! Back-pressure crosses the relay per stream: `bridge` reads from one stream only
 //! what the other accepted, so a slow next segment stops the relay reading, the
 //! upstream stream's credit runs out, and the upstream sender waits. What the relay
 //! holds is bounded by the credit it grants (`relay.buffer`) and the send buffers.
