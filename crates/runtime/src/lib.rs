@@ -211,6 +211,8 @@ pub struct Running {
     pub local_addr: SocketAddr,
     /// The tunnel driver.
     pub driver: Driver,
+    /// A relay's driver toward its next hop (`None` unless `--next-hop`).
+    pub next_hop_driver: Option<Driver>,
     /// Set to true to stop (drain, then exit).
     pub shutdown: watch::Sender<bool>,
     /// Completes when the proxy has stopped.
@@ -223,6 +225,7 @@ pub struct Running {
 async fn spawn_metrics(
     addr: Option<SocketAddr>,
     driver: &Driver,
+    extra: Vec<Driver>,
     rx: &watch::Receiver<bool>,
 ) -> Result<(), RuntimeError> {
     let Some(addr) = addr else { return Ok(()) };
@@ -238,7 +241,7 @@ async fn spawn_metrics(
     );
     let (driver, rx) = (driver.clone(), rx.clone());
     tokio::spawn(async move {
-        if let Err(e) = metrics::serve(addr, driver, rx).await {
+        if let Err(e) = metrics::serve(addr, driver, extra, rx).await {
             tracing::error!(%addr, error = %e, "metrics endpoint failed");
         }
     });
@@ -286,7 +289,7 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
         s.stats_interval,
         rx.clone(),
     ));
-    spawn_metrics(s.metrics_listen, &driver, &rx).await?;
+    spawn_metrics(s.metrics_listen, &driver, Vec::new(), &rx).await?;
     let auth = Live::new(s.socks_auth.clone());
     tracing::info!(socks = %local_addr, peer = %s.peer, "ctcp-forward started");
     let done = tokio::spawn(forward::serve(
@@ -301,6 +304,7 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
     Ok(Running {
         local_addr,
         driver,
+        next_hop_driver: None,
         shutdown,
         done,
         live: LiveSettings {
@@ -341,7 +345,21 @@ pub async fn start_reverse(s: ReverseSettings) -> Result<Running, RuntimeError> 
         s.stats_interval,
         rx.clone(),
     ));
-    spawn_metrics(s.metrics_listen, &driver, &rx).await?;
+    let next_hop_driver = next.as_ref().map(|n| n.driver.clone());
+    if let Some(d) = &next_hop_driver {
+        tokio::spawn(signals::periodic_stats(
+            d.clone(),
+            s.stats_interval,
+            rx.clone(),
+        ));
+    }
+    spawn_metrics(
+        s.metrics_listen,
+        &driver,
+        next_hop_driver.iter().cloned().collect(),
+        &rx,
+    )
+    .await?;
     let acl = Live::new(s.acl.clone());
     match &s.relay {
         Some(r) => {
@@ -360,6 +378,7 @@ pub async fn start_reverse(s: ReverseSettings) -> Result<Running, RuntimeError> 
     Ok(Running {
         local_addr,
         driver,
+        next_hop_driver,
         shutdown,
         done,
         live: LiveSettings {

@@ -115,6 +115,31 @@ async fn two_relays_carry_a_transfer_byte_exact_both_ways() {
     for r in c.relays.iter().chain([&c.rev]) {
         assert_eq!(r.driver.stats().len(), 1);
     }
+    // A relay's metrics list its upstream session and the one to its next hop, and its
+    // totals count both: it received the echoed bytes from the next hop and the
+    // original ones from upstream.
+    let r = &c.relays[0];
+    let next = r
+        .next_hop_driver
+        .as_ref()
+        .expect("a relay has a next-hop driver");
+    let text = ctcp_runtime::metrics::render_all(&r.driver, std::slice::from_ref(next));
+    let infos = text
+        .lines()
+        .filter(|l| l.starts_with("ctcp_session_info{"))
+        .count();
+    assert_eq!(infos, 2, "{text}");
+    assert!(
+        text.contains(&format!("peer=\"{}\"", c.relays[1].local_addr)),
+        "the next hop is listed as a session's peer: {text}"
+    );
+    let read = text
+        .lines()
+        .find_map(|l| l.strip_prefix("ctcp_process_stream_bytes_read_total "))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .expect("stream bytes read");
+    assert!(read >= 2 * data.len() as u64, "{read}");
+    assert!(c.fwd.next_hop_driver.is_none() && c.rev.next_hop_driver.is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
