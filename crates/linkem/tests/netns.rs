@@ -535,3 +535,71 @@ fn udp_echo_rtts_lossy(
         .map(|l| l.trim().parse().unwrap())
         .collect()
 }
+
+/// A chain kept with `--keep` is removed by `--cleanup` given the same names: the ends,
+/// every middle namespace (`--mid-prefix` and a number) and the end namespaces.
+#[test]
+fn cleanup_removes_a_kept_chain() {
+    require_privileges!();
+    let pid = std::process::id();
+    let (a, b, mid) = (
+        format!("lkt-{pid}-ka2"),
+        format!("lkt-{pid}-kb2"),
+        format!("lkt-{pid}-km"),
+    );
+    let client = format!("lkt-{pid}-kc");
+    let all = vec![
+        a.clone(),
+        b.clone(),
+        format!("{mid}1"),
+        format!("{mid}2"),
+        client.clone(),
+    ];
+    let dir = scratch_dir("keepchain");
+    let mut emu = Emulator::start(
+        &dir,
+        all.clone(),
+        &[
+            "--keep",
+            "--mid-prefix",
+            &mid,
+            "--client-ns",
+            &client,
+            "--hop",
+            "delay=1ms",
+            "--hop",
+            "delay=1ms",
+            "--hop",
+            "delay=1ms",
+            "--stats-interval",
+            "0",
+        ],
+    );
+    let status = emu.stop("INT");
+    assert!(status.success(), "exit {status}: {}", emu.log());
+    for ns in &all {
+        assert!(ns_exists(ns), "--keep removed {ns}");
+    }
+    let out = Command::new(BIN)
+        .args([
+            "--cleanup",
+            "--ns-a",
+            &a,
+            "--ns-b",
+            &b,
+            "--mid-prefix",
+            &mid,
+        ])
+        .args(["--client-ns", &client])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for ns in &all {
+        assert!(!ns_exists(ns), "--cleanup left {ns}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
