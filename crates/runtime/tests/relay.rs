@@ -29,7 +29,7 @@ fn reverse_settings(key: &[u8; 32], listen: SocketAddr) -> ReverseSettings {
     rs.listen = listen;
     rs.acl = Acl::allow_all();
     rs.connect_timeout = Duration::from_secs(3);
-    rs.drain_timeout = Duration::ZERO;
+    rs.drain_timeout = Duration::from_secs(20);
     rs.transport.idle_timeout = Duration::from_secs(3);
     rs.transport.keepalive = Duration::from_millis(500);
     rs
@@ -246,7 +246,11 @@ async fn a_stalled_last_segment_back_pressures_the_client_through_the_relays() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_the_next_hop_resets_streams_and_new_ones_work_once_it_returns() {
-    let c = chain(1, &RelayConfig::default(), |_| {}).await;
+    // The last gateway cuts its streams at once when it stops.
+    let c = chain(1, &RelayConfig::default(), |r| {
+        r.drain_timeout = Duration::ZERO
+    })
+    .await;
     let echo = echo_server().await;
     let rev_addr = c.rev.local_addr;
     let s = connect_when_ready(c.fwd.local_addr, echo).await;
@@ -291,4 +295,61 @@ async fn losing_the_next_hop_resets_streams_and_new_ones_work_once_it_returns() 
     let d = pattern(9, 1 << 20);
     assert!(round_trip(c.fwd.local_addr, echo, &d).await == d);
     drop(rev);
+}
+
+/// SIGTERM on a relay (its shutdown) drains like a reverse proxy's: the open transfer
+/// finishes byte-exact through it, new streams are refused meanwhile, and the relay's
+/// role then stops (its next-hop session closed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_shutdown_lets_the_open_transfer_finish() {
+    let c = chain(1, &RelayConfig::default(), |_| {}).await;
+    let echo = echo_server().await;
+    drop(connect_when_ready(c.fwd.local_addr, echo).await);
+    let data = pattern(12, 16 << 20);
+    let s = socks(c.fwd.local_addr, &v4(echo), echo.port(), 1)
+        .await
+        .expect("connect ok");
+    let (mut r, mut w) = s.into_split();
+    let payload = data.clone();
+    let writer = tokio::spawn(async move {
+        w.write_all(&payload).await.unwrap();
+        w.shutdown().await.unwrap();
+    });
+    let mut back = vec![0u8; 1 << 20];
+    r.read_exact(&mut back).await.unwrap();
+    let relay = &c.relays[0];
+    relay.shutdown.send(true).unwrap();
+    // A new stream while the relay drains is refused, promptly.
+    let refused = tokio::time::timeout(
+        Duration::from_secs(10),
+        socks(c.fwd.local_addr, &v4(echo), echo.port(), 1),
+    )
+    .await
+    .expect("a new client hung while the relay drained");
+    assert_eq!(refused.err(), Some(0x01));
+    let mut rest = Vec::new();
+    tokio::time::timeout(T, r.read_to_end(&mut rest))
+        .await
+        .expect("the open transfer hung while the relay drained")
+        .unwrap();
+    back.extend_from_slice(&rest);
+    writer.await.unwrap();
+    assert!(
+        back == data,
+        "byte-exact ({} of {} bytes)",
+        back.len(),
+        data.len()
+    );
+    let Chain { relays, .. } = c;
+    for r in relays {
+        tokio::time::timeout(T, r.done)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let next = r.next_hop_driver.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), next.stopped())
+            .await
+            .expect("the next-hop driver stopped");
+    }
 }
