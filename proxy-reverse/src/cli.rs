@@ -19,6 +19,7 @@ use std::time::Duration;
   ctcp-reverse --psk-file /etc/ctcp/psk
   ctcp-reverse --listen 0.0.0.0:7000 --deny 10.0.0.0/8 --psk-file key.hex
   ctcp-reverse --allow 127.0.0.1,8080 --psk-file key.hex   # reach one local service
+  ctcp-reverse --psk-file key.hex --next-hop gw2.example.net:7000 --next-psk-file next.hex   # relay
   ctcp-reverse --config /etc/ctcp/reverse.toml --check-config"
 )]
 pub(crate) struct Cli {
@@ -62,6 +63,24 @@ pub(crate) struct Cli {
     /// Handshakes accepted per second [default: 64].
     #[arg(long)]
     handshake_rate: Option<u32>,
+    /// Run as a relay: carry each stream on to this gateway (another ctcp-reverse,
+    /// HOST:PORT) over a session of our own instead of connecting here (`[relay]
+    /// next_hop`) [default: none].
+    #[arg(long, value_name = "HOST:PORT", value_parser = ctcp_config::parse_peer)]
+    next_hop: Option<String>,
+    /// File with the next segment's pre-shared key (`[relay] next_psk_file`); else this
+    /// proxy's own key.
+    #[arg(long, value_name = "FILE")]
+    next_psk_file: Option<PathBuf>,
+    /// Relay: the most bytes held per session waiting to be passed on, e.g. 32MiB (the
+    /// credit granted on both segments; must cover each one's bandwidth × RTT)
+    /// [default: 32MiB].
+    #[arg(long, value_name = "SIZE", value_parser = ctcp_config::parse_size)]
+    relay_buffer: Option<u64>,
+    /// Relay: how long a stream waits for the next hop's connect result, e.g. 30s
+    /// [default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = ctcp_config::parse_duration)]
+    relay_open_timeout: Option<Duration>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -94,6 +113,19 @@ impl Cli {
         if self.psk_file.is_some() {
             c.psk_file = self.psk_file.clone();
         }
+        if self.next_hop.is_some() {
+            c.relay.next_hop = self.next_hop.clone();
+        }
+        if self.next_psk_file.is_some() {
+            c.relay.next_psk_file = self.next_psk_file.clone();
+        }
+        if let Some(v) = self.relay_buffer {
+            c.relay.buffer = v;
+        }
+        if let Some(v) = self.relay_open_timeout {
+            c.relay.open_timeout = v;
+        }
+        c.relay.validate("<command line>", None)?;
         let rule = |allow: bool| {
             move |(net, ports): &(ipnet::IpNet, RangeInclusive<u16>)| AclRule {
                 allow,
@@ -130,10 +162,11 @@ mod tests {
     use clap::CommandFactory;
 
     /// Flags whose absence is their default (no value to show).
-    const NO_DEFAULT: [&str; 6] = [
+    const NO_DEFAULT: [&str; 7] = [
         "config",
         "check_config",
         "psk_file",
+        "next_psk_file",
         "help",
         "version",
         "log_json",
@@ -200,6 +233,10 @@ mod tests {
             "session-send-buffer",
             "proactive-repair",
             "handshake-train",
+            "next-hop",
+            "next-psk-file",
+            "relay-buffer",
+            "relay-open-timeout",
         ] {
             assert!(longs.iter().any(|l| l == key), "no --{key}");
         }
@@ -224,6 +261,34 @@ mod tests {
         );
         assert_eq!(c.acl.len(), 2 + ctcp_config::default_acl().len());
         assert!(Cli::try_parse_from(["r", "--acl-default", "maybe"]).is_err());
+        assert!(Cli::try_parse_from(["r", "--next-hop", "no-port"]).is_err());
+        let c = Cli::try_parse_from([
+            "r",
+            "--next-hop",
+            "gw2:7000",
+            "--next-psk-file",
+            "/k",
+            "--relay-buffer",
+            "4MiB",
+            "--relay-open-timeout",
+            "5s",
+        ])
+        .unwrap()
+        .apply(ReverseConfig::default())
+        .unwrap();
+        assert_eq!(c.relay.next_hop.as_deref(), Some("gw2:7000"));
+        assert_eq!(c.relay.buffer, 4 << 20);
+        assert_eq!(c.relay.open_timeout, Duration::from_secs(5));
+        let e = Cli::try_parse_from(["r", "--next-psk-file", "/k"])
+            .unwrap()
+            .apply(ReverseConfig::default())
+            .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("relay.next_psk_file"));
+        let e = Cli::try_parse_from(["r", "--next-hop", "gw2:7000", "--relay-buffer", "1KiB"])
+            .unwrap()
+            .apply(ReverseConfig::default())
+            .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("relay.buffer"));
         assert!(Cli::try_parse_from(["r", "--log-level", "verbose"]).is_err());
     }
 }

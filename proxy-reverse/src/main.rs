@@ -52,11 +52,17 @@ async fn run() -> anyhow::Result<()> {
     let settings = app::reverse_settings(&cfg)?;
     let notes = notes::reverse_notes(&cfg)?;
     if cli.check_config {
-        println!(
-            "configuration OK: UDP on {}, {} ACL rules",
-            cfg.listen,
-            cfg.acl.len()
-        );
+        match &cfg.relay.next_hop {
+            Some(hop) => println!(
+                "configuration OK: UDP on {}, relaying to {hop} (buffer {} bytes per session)",
+                cfg.listen, cfg.relay.buffer
+            ),
+            None => println!(
+                "configuration OK: UDP on {}, {} ACL rules",
+                cfg.listen,
+                cfg.acl.len()
+            ),
+        }
         notes.print();
         return Ok(());
     }

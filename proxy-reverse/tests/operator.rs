@@ -259,3 +259,52 @@ async fn status_shows_the_running_processs_sessions() {
     assert_eq!(cells[2], "established", "{row}");
     assert!(out.contains("sessions: 1 live, 1 opened"), "{out}");
 }
+
+/// A relay's `--check-config` names its next hop and prints both segments' key
+/// fingerprints; a bad `[relay]` value is refused naming its key.
+#[test]
+fn check_config_of_a_relay_shows_the_next_hop_and_both_fingerprints() {
+    let d = dir("relay");
+    let next_key = [0x4d; 32];
+    let next = d.join("next.psk");
+    std::fs::write(&next, hex(&next_key)).unwrap();
+    let out = reverse()
+        .env("CTCP_PSK", hex(&KEY))
+        .args(["--check-config", "--next-hop", "gw2.example.net:7000"])
+        .arg("--next-psk-file")
+        .arg(&next)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("relaying to gw2.example.net:7000"), "{text}");
+    assert!(
+        text.contains(&ctcp_runtime::keys::fingerprint(&KEY)),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "next-hop key fingerprint (it must match the next gateway's): {}",
+            ctcp_runtime::keys::fingerprint(&next_key)
+        )),
+        "{text}"
+    );
+    assert!(!text.contains(&hex(&next_key)));
+    let cfg = d.join("bad.toml");
+    std::fs::write(
+        &cfg,
+        "[relay]\nnext_hop = \"gw2:7000\"\nbuffer = \"1KiB\"\n",
+    )
+    .unwrap();
+    let out = reverse()
+        .env("CTCP_PSK", hex(&KEY))
+        .arg("--check-config")
+        .arg("--config")
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("bad.toml:3: key 'relay.buffer'"), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -13,7 +13,19 @@
 //! cargo run --release -p ctcp-benches --bin netbench -- --jitter --plots      # ≤ 30 min
 //! cargo run --release -p ctcp-benches --bin netbench -- --large-pipe --plots  # ≤ 5 min
 //! cargo run --release -p ctcp-benches --bin netbench -- --asymmetric --plots  # ≤ 8 min
+//! cargo run --release -p ctcp-benches --bin netbench -- --chain               # ≤ 10 min
 //! ```
+//!
+//! `--chain` (issue 28) runs the heterogeneous two-segment path of
+//! [`ctcp_benches::netbench::chain`] — 10 Mbit/s, 600 ms, 1 % loss (satellite) then
+//! 50 Mbit/s, 20 ms, 15 % loss (radio), a three-namespace `ctcp-linkem --hop` chain — and
+//! the same two segments the other way round (satellite next to the server, so the
+//! download crosses it first, as an upload does on the first path), and on each
+//! downloads a 20 MB file (`--size`) `--repeats N` times (default 2) per system: one ctcp
+//! tunnel end to end (`ctcp-e2e`), two tunnels cascaded through a relay in the middle
+//! namespace (`ctcp-relay`), and kernel BBR and Cubic end to end (cut off after 60 s);
+//! `--chain-systems ctcp-e2e,ctcp-relay` picks some. Rows go to
+//! `benches/results/netbench-chain.json`.
 //!
 //! The three issue modes ("real links jitter") each compare ctcp with kernel BBR and Cubic
 //! and write their own file (`benches/results/netbench-jitter.json`, `-large-pipe.json`,
@@ -89,13 +101,14 @@ use ctcp_benches::netbench::link::JitterDist;
 use ctcp_benches::netbench::plan::{self, Mode};
 use ctcp_benches::netbench::run::{fairness_size, run_plan, Ctx, Out, WorkDir};
 use ctcp_benches::netbench::workload::Bins;
-use ctcp_benches::netbench::{plots, procs, report, validate};
+use ctcp_benches::netbench::{chain, plots, procs, report, validate};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// What the command line asks for.
 enum Action {
     Run(Mode),
+    Chain,
     Validate,
     PlotsOnly,
 }
@@ -106,6 +119,8 @@ struct Args {
     plots: bool,
     with_30: bool,
     filter: plan::Filter,
+    repeats: usize,
+    chain_systems: Vec<String>,
 }
 
 fn parse_args() -> Result<Args> {
@@ -115,6 +130,10 @@ fn parse_args() -> Result<Args> {
         plots: false,
         with_30: false,
         filter: plan::Filter::default(),
+        repeats: 2,
+        chain_systems: ["ctcp-e2e", "ctcp-relay", "bbr", "cubic"]
+            .map(String::from)
+            .to_vec(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -126,6 +145,15 @@ fn parse_args() -> Result<Args> {
             "--large-pipe" => a.action = Action::Run(Mode::LargePipe),
             "--asymmetric" => a.action = Action::Run(Mode::Asymmetric),
             "--validate" => a.action = Action::Validate,
+            "--chain" => a.action = Action::Chain,
+            "--repeats" => {
+                let v = it.next().context("--repeats needs a count")?;
+                a.repeats = v.parse().context("--repeats needs a count")?;
+            }
+            "--chain-systems" => {
+                let v = it.next().context("--chain-systems needs a list")?;
+                a.chain_systems = v.split(',').map(String::from).collect();
+            }
             "--plots-only" => a.action = Action::PlotsOnly,
             "--plots" => a.plots = true,
             "--with-30" => a.with_30 = true,
@@ -195,7 +223,7 @@ fn parse_args() -> Result<Args> {
             }
             "-h" | "--help" => {
                 println!(
-                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--validate|--plots-only [--out FILE] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic] [--fairness-reference cubic|reno|bbr]"
+                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--chain|--validate|--plots-only [--out FILE] [--repeats N] [--chain-systems ctcp-e2e,ctcp-relay,bbr,cubic] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic] [--fairness-reference cubic|reno|bbr]"
                 );
                 std::process::exit(0);
             }
@@ -341,6 +369,49 @@ fn run_mode(mode: Mode, args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// `--chain`: the heterogeneous satellite + radio path, one tunnel against two in cascade.
+fn chain_mode(args: &Args) -> Result<()> {
+    let bins = Bins::locate()?;
+    let work = WorkDir::create()?;
+    let out_path = args
+        .out
+        .clone()
+        .unwrap_or_else(|| results_dir().join("netbench-chain.json"));
+    let mut out = Out::create(&out_path)?;
+    let systems: Vec<&str> = args.chain_systems.iter().map(String::as_str).collect();
+    let size = args.filter.size.unwrap_or(20_000_000);
+    let mut rows = Vec::new();
+    for segs in [chain::CHAIN, chain::CHAIN_REVERSED] {
+        rows.extend(chain::run(
+            &bins,
+            &work.path,
+            &work.www,
+            &mut out,
+            segs,
+            size,
+            args.repeats,
+            &systems,
+        )?);
+    }
+    println!("\n| path (client side first) | system | goodput Mbit/s | efficiency | first byte s | wire/goodput sat | wire/goodput radio | byte-exact |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {:.2} | {:.3} | {:.2} | {:.3} | {:.3} | {} |",
+            r["path"].as_str().unwrap_or("?"),
+            r["system"].as_str().unwrap_or("?"),
+            r["goodput_bps"].as_f64().unwrap_or(0.0) / 1e6,
+            r["efficiency"].as_f64().unwrap_or(0.0),
+            r["first_byte_s"].as_f64().unwrap_or(0.0),
+            r["wire_per_goodput_sat"].as_f64().unwrap_or(0.0),
+            r["wire_per_goodput_radio"].as_f64().unwrap_or(0.0),
+            r["bytes_ok"]
+        );
+    }
+    println!("\nwrote {}", out.path.display());
+    Ok(())
+}
+
 /// `--smoke` passes only if every ctcp transfer arrived byte-exact.
 fn smoke_check(rows: &[Value]) -> Result<()> {
     let ctcp: Vec<&Value> = rows.iter().filter(|r| r["system"] == "ctcp").collect();
@@ -364,6 +435,7 @@ fn main() -> Result<()> {
     procs::allow_congestion_controls(&["reno", "cubic", "bbr"])?;
     let r = match args.action {
         Action::Validate => validate_mode(args.out.clone()),
+        Action::Chain => chain_mode(&args),
         Action::Run(mode) => run_mode(mode, &args),
         Action::PlotsOnly => Ok(()),
     };

@@ -9,8 +9,10 @@
 //! - [`run`]: runs a plan, one JSON row per transfer, and the fairness run (against
 //!   kernel Cubic or BBR, or a kernel pair as its reference);
 //! - [`report`], [`plots`]: the markdown table and the PNGs;
-//! - [`validate`]: checks of the emulator's delay, loss and rate.
+//! - [`validate`]: checks of the emulator's delay, loss and rate;
+//! - [`chain`]: `--chain`, a satellite + radio path through a relay (issue 28).
 
+pub mod chain;
 pub mod link;
 pub mod plan;
 pub mod plots;

@@ -232,6 +232,80 @@ pub struct ReverseConfig {
     pub log: LogConfig,
     /// Transport.
     pub transport: TransportSettings,
+    /// Relay role (`[relay]`): carry streams on to another gateway instead of opening
+    /// the TCP connections here.
+    pub relay: RelayConfig,
+}
+
+/// The relay role of a reverse proxy (`[relay]`): with `next_hop` set, each stream the
+/// forward side opens is carried on over this proxy's own tunnel session to the next
+/// gateway (a reverse proxy, or another relay) rather than connected here. Each segment
+/// has its own handshake, key and transport state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayConfig {
+    /// The next gateway, `host:port`; unset (the default) means no relay: connect here.
+    pub next_hop: Option<String>,
+    /// File holding the next segment's pre-shared key; unset means the same key as the
+    /// upstream segment (`psk_file`, else `CTCP_PSK`).
+    pub next_psk_file: Option<PathBuf>,
+    /// The most bytes the relay holds for one session waiting to be passed on: the
+    /// flow-control credit it grants on each upstream session and on its next-hop
+    /// session (per stream and per session), so memory is at most about
+    /// `buffer × (upstream sessions + 1)` plus the send buffers
+    /// (`transport.session_send_buffer`). It must cover each segment's bandwidth-delay
+    /// product or it caps the rate.
+    pub buffer: u64,
+    /// How long a stream waits for the next hop's connect result (and for a next-hop
+    /// session) before its opener is told it failed.
+    pub open_timeout: Duration,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        RelayConfig {
+            next_hop: None,
+            next_psk_file: None,
+            buffer: 32 << 20,
+            open_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl RelayConfig {
+    /// Checks values that the TOML path and the command line both set.
+    ///
+    /// # Errors
+    /// The first bad value, named by its key (`relay.buffer`, `relay.next_psk_file`).
+    pub fn validate(&self, source_name: &str, text: Option<&str>) -> Result<(), ConfigError> {
+        if !((256 << 10)..=(4 << 30)).contains(&self.buffer) {
+            return Err(ConfigError::new(
+                source_name,
+                text,
+                "relay.buffer",
+                format!(
+                    "must be between 256KiB and 4GiB (got {} bytes)",
+                    self.buffer
+                ),
+            ));
+        }
+        if self.open_timeout.is_zero() {
+            return Err(ConfigError::new(
+                source_name,
+                text,
+                "relay.open_timeout",
+                "must be non-zero",
+            ));
+        }
+        if self.next_hop.is_none() && self.next_psk_file.is_some() {
+            return Err(ConfigError::new(
+                source_name,
+                text,
+                "relay.next_psk_file",
+                "is set but relay.next_hop is not: set the next gateway (--next-hop HOST:PORT) or remove the key file",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Parses an ACL address block: a CIDR block (`10.0.0.0/8`) or one address (`10.0.0.5`).
@@ -329,6 +403,7 @@ impl Default for ReverseConfig {
             metrics_listen: None,
             log: LogConfig::default(),
             transport: TransportSettings::default(),
+            relay: RelayConfig::default(),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! validated types over the embedded defaults.
 
 use crate::{
-    validate_transport, AclRule, ConfigError, ForwardConfig, LogConfig, ReverseConfig,
+    validate_transport, AclRule, ConfigError, ForwardConfig, LogConfig, RelayConfig, ReverseConfig,
     TransportSettings,
 };
 use serde::Deserialize;
@@ -66,6 +66,16 @@ struct RawForward {
     transport: RawTransport,
 }
 
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRelay {
+    next_hop: Option<String>,
+    next_psk_file: Option<PathBuf>,
+    buffer: Option<String>,
+    #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
+    open_timeout: Option<Duration>,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawAclRule {
@@ -94,6 +104,8 @@ struct RawReverse {
     log: RawLog,
     #[serde(default)]
     transport: RawTransport,
+    #[serde(default)]
+    relay: RawRelay,
 }
 
 /// The 1-based line where dotted `key` is set in `text` (section-aware, best effort).
@@ -334,5 +346,30 @@ pub(crate) fn reverse(text: &str, src: &str) -> Result<ReverseConfig, ConfigErro
         metrics_listen: raw.metrics_listen,
         log: log(raw.log, text, src)?,
         transport: transport(raw.transport, text, src)?,
+        relay: relay(raw.relay, text, src)?,
     })
+}
+
+fn relay(raw: RawRelay, text: &str, src: &str) -> Result<RelayConfig, ConfigError> {
+    let d = RelayConfig::default();
+    let next_hop = match raw.next_hop {
+        None => None,
+        Some(p) => Some(
+            crate::parse_peer(&p)
+                .map_err(|m| ConfigError::new(src, Some(text), "relay.next_hop", m))?,
+        ),
+    };
+    let buffer = match raw.buffer {
+        None => d.buffer,
+        Some(v) => crate::parse_size(&v)
+            .map_err(|m| ConfigError::new(src, Some(text), "relay.buffer", m))?,
+    };
+    let r = RelayConfig {
+        next_hop,
+        next_psk_file: raw.next_psk_file,
+        buffer,
+        open_timeout: raw.open_timeout.unwrap_or(d.open_timeout),
+    };
+    r.validate(src, Some(text))?;
+    Ok(r)
 }

@@ -410,7 +410,7 @@ fn reference_files_show_every_key() {
     let check = |file: &str, parse: &dyn Fn(&str) -> Result<(), ConfigError>| {
         let path = format!("{}/../../configs/{file}", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(&path).unwrap();
-        for section in ["", "log", "transport"] {
+        for section in ["", "log", "transport", "relay"] {
             for key in accepted_keys(parse, section) {
                 let shown = text.lines().any(|l| {
                     let l = l.trim_start_matches(['#', ' ', '[']);
@@ -426,4 +426,38 @@ fn reference_files_show_every_key() {
     check("reverse.toml", &|t| {
         ReverseConfig::from_toml_str(t, "r").map(drop)
     });
+}
+
+#[test]
+fn relay_table_parses_and_names_bad_keys() {
+    let r = ReverseConfig::from_toml_str(
+        "[relay]\nnext_hop = \"gw2.example.net:7000\"\nnext_psk_file = \"/etc/ctcp/next.psk\"\nbuffer = \"8MiB\"\nopen_timeout = \"5s\"\n",
+        "r",
+    )
+    .unwrap();
+    assert_eq!(r.relay.next_hop.as_deref(), Some("gw2.example.net:7000"));
+    assert_eq!(
+        r.relay.next_psk_file.as_deref(),
+        Some(Path::new("/etc/ctcp/next.psk"))
+    );
+    assert_eq!(r.relay.buffer, 8 << 20);
+    assert_eq!(r.relay.open_timeout, Duration::from_secs(5));
+    assert_eq!(ReverseConfig::default().relay, RelayConfig::default());
+    assert_eq!(RelayConfig::default().next_hop, None);
+    for (bad, key) in [
+        ("next_hop = \"nowhere\"", "relay.next_hop"),
+        ("next_hop = \"gw:7000\"\nbuffer = \"1KiB\"", "relay.buffer"),
+        ("next_hop = \"gw:7000\"\nbuffer = \"lots\"", "relay.buffer"),
+        (
+            "next_hop = \"gw:7000\"\nopen_timeout = \"0s\"",
+            "relay.open_timeout",
+        ),
+        ("next_psk_file = \"/k\"", "relay.next_psk_file"),
+        ("next_hpo = \"gw:7000\"", "next_hpo"),
+    ] {
+        let text = format!("[relay]\n{bad}\n");
+        let e = ReverseConfig::from_toml_str(&text, "r.toml").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some(key), "{bad}: {e}");
+        assert!(e.line.is_some(), "{bad}: {e}");
+    }
 }

@@ -8,14 +8,28 @@
 //!           ◀─ TUN ◀─ write ◀─ Link B→A ◀─ read ◀─ TUN ──
 //! ```
 //!
+//! A chain ([`ChainConfig`], [`Emulator::setup_chain`]) puts N namespaces in a
+//! line joined by N − 1 such links, each with its own impairments; link `k`
+//! joins `10.77.k.1` (namespace k) to `10.77.k.2` (namespace k + 1), and every
+//! namespace routes (IP forwarding on) to the subnets beyond its neighbours,
+//! so a host in the first reaches the last through all the links. Optional
+//! client and server namespaces hang off the two ends by unimpaired veth
+//! pairs.
+//!
+//! ```text
+//!  [client] ─veth─ ns0 ══link 0══ ns1 ══link 1══ ns2 ─veth─ [server]
+//! ```
+//!
 //! The loop reads the clock once per event ([`crate::clock::now`]), pushes
 //! what the TUN devices deliver, writes out what the links release, and
 //! sleeps on a `timerfd` ([`ReleaseTimer`]) until the earliest release.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::io;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
@@ -78,14 +92,85 @@ impl Default for EmulatorConfig {
     }
 }
 
+/// A line of namespaces joined by emulated links (see the module docs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChainConfig {
+    /// The namespaces, in order: at least two.
+    pub namespaces: Vec<String>,
+    /// One entry per link between neighbours (`namespaces.len() − 1` of
+    /// them): the impairments away from the first namespace (A→B) and
+    /// toward it (B→A).
+    pub hops: Vec<(LinkConfig, LinkConfig)>,
+    /// Address of link 0's end in the first namespace (default 10.77.0.1);
+    /// link `k` adds `k` to the third octet, and so does its other end.
+    pub addr_a: Ipv4Addr,
+    /// Address of link 0's end in the second namespace (default 10.77.0.2).
+    pub addr_b: Ipv4Addr,
+    /// TUN interface name of link 0; link `k` adds `k` to its trailing
+    /// number (`linkem0`, `linkem1`, ...; a name without one gets `k`
+    /// appended from link 1 on).
+    pub dev: String,
+    /// MTU of every TUN interface.
+    pub mtu: u16,
+    /// A client namespace joined to the first namespace by a veth pair
+    /// (the client 10.77.200.1, the first namespace 10.77.200.2: the link
+    /// addresses with 200 added to the third octet), routed through the chain.
+    pub client_ns: Option<String>,
+    /// A server namespace joined to the last namespace by a veth pair
+    /// (the last namespace 10.77.201.1, the server 10.77.201.2).
+    pub server_ns: Option<String>,
+    /// Leave the namespaces in place on exit.
+    pub keep: bool,
+}
+
+impl From<&EmulatorConfig> for ChainConfig {
+    /// The two-namespace link as a chain of one hop, with no end namespaces.
+    fn from(c: &EmulatorConfig) -> Self {
+        ChainConfig {
+            namespaces: vec![c.ns_a.clone(), c.ns_b.clone()],
+            hops: vec![(c.a_to_b.clone(), c.b_to_a.clone())],
+            addr_a: c.addr_a,
+            addr_b: c.addr_b,
+            dev: c.dev.clone(),
+            mtu: c.mtu,
+            client_ns: None,
+            server_ns: None,
+            keep: c.keep,
+        }
+    }
+}
+
+/// `a` with `k` added to its third octet (link `k`'s addresses; 200 and 201
+/// for the client and server veth pairs).
+#[must_use]
+pub fn shifted(a: Ipv4Addr, k: usize) -> Ipv4Addr {
+    let [w, x, y, z] = a.octets();
+    // Chains are validated to stay under 200 links, so this does not wrap.
+    Ipv4Addr::new(w, x, y.wrapping_add(k as u8), z)
+}
+
+/// The TUN name of link `k` (see [`ChainConfig::dev`]).
+#[must_use]
+pub fn hop_dev(dev: &str, k: usize) -> String {
+    if k == 0 {
+        return dev.to_owned();
+    }
+    let digits = dev.len() - dev.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let (stem, num) = dev.split_at(dev.len() - digits);
+    match num.parse::<usize>() {
+        Ok(n) => format!("{stem}{}", n + k),
+        Err(_) => format!("{dev}{k}"),
+    }
+}
+
 /// Why the emulator could not start or stopped.
 #[derive(Debug, Error)]
 pub enum EmulatorError {
     /// A link parameter is invalid.
     #[error("{direction}: {source}")]
     Config {
-        /// `a_to_b` or `b_to_a`.
-        direction: &'static str,
+        /// `a_to_b` or `b_to_a` (with the hop, `hop 1 a_to_b`, in a chain).
+        direction: String,
         /// The invalid parameter.
         source: ConfigError,
     },
@@ -126,18 +211,27 @@ pub struct StatsOptions {
     pub interval: Option<Duration>,
 }
 
-/// One end of the link: the TUN device inside its namespace.
-struct End {
-    /// Dropped before `ns` (field order), so the device is closed before
-    /// its namespace is deleted.
-    device: AsyncDevice,
-    ns: Namespace,
+/// One link of the chain: a TUN device in each of its two namespaces and a
+/// [`Link`] per direction.
+struct Segment {
+    hop: usize,
+    a: AsyncDevice,
+    b: AsyncDevice,
+    ns_a: String,
+    ns_b: String,
+    a_to_b: Link,
+    b_to_a: Link,
+    write_errors: u64,
+    /// Release lateness per direction (A→B, B→A) since the last stats line.
+    late: [Lateness; 2],
 }
 
-impl std::fmt::Debug for End {
+impl std::fmt::Debug for Segment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("End")
-            .field("ns", &self.ns)
+        f.debug_struct("Segment")
+            .field("hop", &self.hop)
+            .field("ns_a", &self.ns_a)
+            .field("ns_b", &self.ns_b)
             .finish_non_exhaustive()
     }
 }
@@ -146,19 +240,20 @@ impl std::fmt::Debug for End {
 /// (unless [`EmulatorConfig::keep`]).
 #[derive(Debug)]
 pub struct Emulator {
-    a: End,
-    b: End,
-    a_to_b: Link,
-    b_to_a: Link,
+    /// Dropped before `namespaces` (field order), so the devices are closed
+    /// before their namespaces are deleted.
+    segments: Vec<Segment>,
+    namespaces: Vec<Namespace>,
     keep: bool,
     ready_at: Instant,
-    write_errors: u64,
-    /// Release lateness per direction (A→B, B→A) since the last stats line.
-    late: [Lateness; 2],
 }
 
 /// Gives every emulator in this process distinct temporary TUN names.
 static INSTANCE: AtomicU32 = AtomicU32::new(0);
+
+/// Most links in a chain (the third octet of link `k`'s addresses is
+/// shifted by `k`, below the end pairs' 200 and 201).
+pub const MAX_HOPS: usize = 64;
 
 impl Emulator {
     /// Creates both namespaces, both TUN devices, moves and configures
@@ -169,19 +264,63 @@ impl Emulator {
     /// Invalid configuration, an existing namespace, or a failing `ip` or
     /// TUN operation.
     pub fn setup(config: &EmulatorConfig) -> Result<Self, EmulatorError> {
-        let a_to_b = Link::new(config.a_to_b.clone()).map_err(|source| EmulatorError::Config {
-            direction: "a_to_b",
-            source,
-        })?;
-        let b_to_a = Link::new(config.b_to_a.clone()).map_err(|source| EmulatorError::Config {
-            direction: "b_to_a",
-            source,
-        })?;
-        if config.ns_a == config.ns_b {
+        let e = Self::setup_chain(&ChainConfig::from(config));
+        // A two-namespace link names its directions without a hop.
+        e.map_err(|err| match err {
+            EmulatorError::Config { direction, source } => EmulatorError::Config {
+                direction: direction.trim_start_matches("hop 0 ").to_owned(),
+                source,
+            },
+            other => other,
+        })
+    }
+
+    /// Creates a chain of namespaces joined by emulated links (and the
+    /// optional end namespaces), with routes through it. Must be called
+    /// inside a tokio runtime. On error, whatever was created is removed.
+    ///
+    /// # Errors
+    /// Invalid configuration, an existing namespace, or a failing `ip` or
+    /// TUN operation.
+    pub fn setup_chain(config: &ChainConfig) -> Result<Self, EmulatorError> {
+        let n = config.namespaces.len();
+        if n < 2 || config.hops.len() != n - 1 {
             return Err(EmulatorError::Setup(format!(
-                "both namespaces are named {:?}",
-                config.ns_a
+                "{n} namespaces need {} links (got {})",
+                n.saturating_sub(1),
+                config.hops.len()
             )));
+        }
+        if config.hops.len() > MAX_HOPS {
+            return Err(EmulatorError::Setup(format!(
+                "{} links; at most {MAX_HOPS}",
+                config.hops.len()
+            )));
+        }
+        let mut links = Vec::new();
+        for (k, (ab, ba)) in config.hops.iter().enumerate() {
+            let mk = |c: &LinkConfig, d: &str| {
+                Link::new(c.clone()).map_err(|source| EmulatorError::Config {
+                    direction: format!("hop {k} {d}"),
+                    source,
+                })
+            };
+            links.push((mk(ab, "a_to_b")?, mk(ba, "b_to_a")?));
+        }
+        let mut all: Vec<&String> = config.namespaces.iter().collect();
+        all.extend(config.client_ns.iter());
+        all.extend(config.server_ns.iter());
+        for (i, x) in all.iter().enumerate() {
+            if all[..i].contains(x) {
+                if n == 2 && all.len() == 2 {
+                    return Err(EmulatorError::Setup(format!(
+                        "both namespaces are named {x:?}"
+                    )));
+                }
+                return Err(EmulatorError::Setup(format!(
+                    "namespace {x:?} is named twice"
+                )));
+            }
         }
         if config.addr_a == config.addr_b {
             return Err(EmulatorError::Setup(format!(
@@ -189,13 +328,15 @@ impl Emulator {
                 config.addr_a
             )));
         }
-        if config.dev.len() > MAX_IFNAME {
-            return Err(EmulatorError::Setup(format!(
-                "interface name {:?} is longer than {MAX_IFNAME} bytes",
-                config.dev
-            )));
+        for k in 0..config.hops.len() {
+            let dev = hop_dev(&config.dev, k);
+            if dev.len() > MAX_IFNAME {
+                return Err(EmulatorError::Setup(format!(
+                    "interface name {dev:?} is longer than {MAX_IFNAME} bytes"
+                )));
+            }
+            netns::check_name(&dev)?;
         }
-        netns::check_name(&config.dev)?;
         if config.mtu < 68 {
             return Err(EmulatorError::Setup(format!(
                 "MTU {} is below the IPv4 minimum of 68",
@@ -203,60 +344,175 @@ impl Emulator {
             )));
         }
 
+        // Namespaces first (each guard deletes its own on an error below).
+        let mut namespaces = Vec::new();
+        for name in &config.namespaces {
+            namespaces.push(Namespace::create(name)?);
+        }
         let instance = INSTANCE.fetch_add(1, Ordering::Relaxed);
         let tag = format!("lk{}x{instance}", std::process::id());
-        let mut a = Self::end(
-            config,
-            &config.ns_a,
-            &format!("{tag}a"),
-            config.addr_a,
-            config.addr_b,
-        )?;
-        let mut b = Self::end(
-            config,
-            &config.ns_b,
-            &format!("{tag}b"),
-            config.addr_b,
-            config.addr_a,
-        )?;
+        let mut segments = Vec::new();
+        for (k, (a_to_b, b_to_a)) in links.into_iter().enumerate() {
+            let dev = hop_dev(&config.dev, k);
+            let (addr_a, addr_b) = (shifted(config.addr_a, k), shifted(config.addr_b, k));
+            let a = Self::end(
+                config,
+                &namespaces[k],
+                &format!("{tag}h{k}a"),
+                &dev,
+                addr_a,
+                addr_b,
+            )?;
+            let b = Self::end(
+                config,
+                &namespaces[k + 1],
+                &format!("{tag}h{k}b"),
+                &dev,
+                addr_b,
+                addr_a,
+            )?;
+            segments.push(Segment {
+                hop: k,
+                a,
+                b,
+                ns_a: config.namespaces[k].clone(),
+                ns_b: config.namespaces[k + 1].clone(),
+                a_to_b,
+                b_to_a,
+                write_errors: 0,
+                late: [Lateness::default(), Lateness::default()],
+            });
+        }
+        if let Some(c) = &config.client_ns {
+            let ns = Namespace::create(c)?;
+            let (end, at) = (shifted(config.addr_a, 200), shifted(config.addr_b, 200));
+            Self::veth(&ns, &namespaces[0], "vethcli", end, at)?;
+            namespaces.push(ns);
+        }
+        if let Some(s) = &config.server_ns {
+            let ns = Namespace::create(s)?;
+            let (end, at) = (shifted(config.addr_b, 201), shifted(config.addr_a, 201));
+            Self::veth(&ns, &namespaces[n - 1], "vethsrv", end, at)?;
+            namespaces.push(ns);
+        }
+        if n > 2 || config.client_ns.is_some() || config.server_ns.is_some() {
+            Self::route(config, &namespaces[..n])?;
+        }
         if config.keep {
             // Only a complete setup is kept; a failed one is removed above.
-            a.ns.keep();
-            b.ns.keep();
+            for ns in &mut namespaces {
+                ns.keep();
+            }
         }
         tracing::info!(
-            ns_a = %config.ns_a, addr_a = %config.addr_a,
-            ns_b = %config.ns_b, addr_b = %config.addr_b,
+            namespaces = ?config.namespaces,
+            client = ?config.client_ns,
+            server = ?config.server_ns,
+            addr_a = %config.addr_a, addr_b = %config.addr_b,
             dev = %config.dev, mtu = config.mtu,
             "link up"
         );
         Ok(Self {
-            a,
-            b,
-            a_to_b,
-            b_to_a,
+            segments,
+            namespaces,
             keep: config.keep,
             ready_at: clock::now(),
-            write_errors: 0,
-            late: [Lateness::default(), Lateness::default()],
         })
     }
 
-    /// Builds one end: namespace `ns`, a TUN first named `tmp_name` in the
-    /// current namespace, moved into `ns`, renamed and configured.
+    /// Joins the end namespace `end` to the chain's namespace `at` with a veth
+    /// pair (`veth0` in `end`, `name` in `at`): `end_addr`/24 in `end` with a
+    /// default route to `at_addr`, `at_addr`/24 in `at`.
+    fn veth(
+        end: &Namespace,
+        at: &Namespace,
+        name: &str,
+        end_addr: Ipv4Addr,
+        at_addr: Ipv4Addr,
+    ) -> Result<(), EmulatorError> {
+        end.ip(&[
+            "link",
+            "add",
+            "veth0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            name,
+            "netns",
+            at.name(),
+        ])?;
+        let (e, a) = (format!("{end_addr}/24"), format!("{at_addr}/24"));
+        end.ip(&["addr", "add", &e, "dev", "veth0"])?;
+        end.ip(&["link", "set", "dev", "veth0", "up"])?;
+        at.ip(&["addr", "add", &a, "dev", name])?;
+        at.ip(&["link", "set", "dev", name, "up"])?;
+        end.ip(&["route", "add", "default", "via", &at_addr.to_string()])?;
+        Ok(())
+    }
+
+    /// Routes every chain namespace to the link subnets (and end subnets)
+    /// beyond its neighbours, and turns IP forwarding on in each.
+    fn route(config: &ChainConfig, chain: &[Namespace]) -> Result<(), EmulatorError> {
+        let n = chain.len();
+        let subnet = |k: usize| {
+            let [w, x, y, _] = shifted(config.addr_a, k).octets();
+            format!("{w}.{x}.{y}.0/24")
+        };
+        for (j, ns) in chain.iter().enumerate() {
+            netns::enable_forwarding(ns.name())?;
+            // Link k lies to the left of namespace j if k < j - 1 (link j-1
+            // is its own left link), to the right if k > j.
+            for k in 0..n - 1 {
+                if k + 1 < j {
+                    ns.ip(&[
+                        "route",
+                        "add",
+                        &subnet(k),
+                        "dev",
+                        &hop_dev(&config.dev, j - 1),
+                    ])?;
+                } else if k > j {
+                    ns.ip(&["route", "add", &subnet(k), "dev", &hop_dev(&config.dev, j)])?;
+                }
+            }
+            if config.client_ns.is_some() && j > 0 {
+                ns.ip(&[
+                    "route",
+                    "add",
+                    &subnet(200),
+                    "dev",
+                    &hop_dev(&config.dev, j - 1),
+                ])?;
+            }
+            if config.server_ns.is_some() && j < n - 1 {
+                ns.ip(&[
+                    "route",
+                    "add",
+                    &subnet(201),
+                    "dev",
+                    &hop_dev(&config.dev, j),
+                ])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Builds one end of a link: a TUN first named `tmp_name` in the current
+    /// namespace, moved into `ns`, renamed `dev` and configured.
     fn end(
-        config: &EmulatorConfig,
-        ns: &str,
+        config: &ChainConfig,
+        ns: &Namespace,
         tmp_name: &str,
+        dev: &str,
         local: Ipv4Addr,
         peer: Ipv4Addr,
-    ) -> Result<End, EmulatorError> {
+    ) -> Result<AsyncDevice, EmulatorError> {
         if tmp_name.len() > MAX_IFNAME {
             return Err(EmulatorError::Setup(format!(
                 "temporary interface name {tmp_name:?} is too long"
             )));
         }
-        let ns = Namespace::create(ns)?;
         let device = DeviceBuilder::new()
             .name(tmp_name)
             .packet_information(false)
@@ -268,13 +524,14 @@ impl Emulator {
                 name: tmp_name.to_owned(),
                 source,
             })?;
-        ns.adopt(tmp_name, &config.dev)?;
-        ns.configure_point_to_point(&config.dev, local, peer, config.mtu)?;
-        Ok(End { device, ns })
+        ns.adopt(tmp_name, dev)?;
+        ns.configure_point_to_point(dev, local, peer, config.mtu)?;
+        Ok(device)
     }
 
     /// Moves packets until `shutdown` completes or an I/O error occurs, then
-    /// writes the final statistics lines.
+    /// writes the final statistics lines. The links of a chain run side by side
+    /// on this task, each with its own release timer.
     ///
     /// # Errors
     /// A failing TUN read, timer, or statistics write.
@@ -283,28 +540,98 @@ impl Emulator {
         shutdown: impl Future<Output = ()>,
         mut stats: StatsOptions,
     ) -> Result<(), EmulatorError> {
-        let result = self.pump(shutdown, &mut stats).await;
-        let last = self.write_stats(&mut stats.sink, true);
+        // The loops run on this thread (the binary uses a current-thread runtime).
+        timer::tighten_timer_slack();
+        let ready_at = self.ready_at;
+        let result = {
+            let sink = RefCell::new(&mut stats.sink);
+            let interval = stats.interval;
+            let mut pumps: Vec<_> = self
+                .segments
+                .iter_mut()
+                .map(|seg| Box::pin(seg.pump(&sink, interval, ready_at)))
+                .collect();
+            let any_failed = std::future::poll_fn(|cx| {
+                for p in &mut pumps {
+                    if let Poll::Ready(r) = p.as_mut().poll(cx) {
+                        return Poll::Ready(r);
+                    }
+                }
+                Poll::Pending
+            });
+            tokio::select! {
+                () = shutdown => Ok(()),
+                r = any_failed => r,
+            }
+        };
+        let mut last = Ok(());
+        for seg in &mut self.segments {
+            if last.is_ok() {
+                last = seg.write_stats(&mut stats.sink, ready_at, true);
+            }
+        }
         result?;
         last.map_err(io_error("writing statistics"))
     }
 
+    /// The two directions' links (A→B, B→A) of the first hop, for their
+    /// counters.
+    #[must_use]
+    pub fn links(&self) -> (&Link, &Link) {
+        self.hop_links(0)
+            .unwrap_or_else(|| unreachable!("a chain has a link"))
+    }
+
+    /// The two directions' links (A→B, B→A) of hop `k`, if there is one.
+    #[must_use]
+    pub fn hop_links(&self, k: usize) -> Option<(&Link, &Link)> {
+        self.segments.get(k).map(|s| (&s.a_to_b, &s.b_to_a))
+    }
+
+    /// Closes the devices and deletes the namespaces now (or leaves them
+    /// with `keep`), reporting failures instead of only logging them.
+    ///
+    /// # Errors
+    /// The first `ip netns del` failure.
+    pub fn teardown(self) -> Result<(), EmulatorError> {
+        let Self {
+            segments,
+            namespaces,
+            keep,
+            ..
+        } = self;
+        drop(segments);
+        if keep {
+            let names: Vec<&str> = namespaces.iter().map(Namespace::name).collect();
+            tracing::info!(namespaces = ?names, "keeping namespaces");
+            return Ok(());
+        }
+        let mut first = Ok(());
+        for ns in namespaces {
+            let r = ns.delete();
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        Ok(first?)
+    }
+}
+
+impl Segment {
     async fn pump(
         &mut self,
-        shutdown: impl Future<Output = ()>,
-        stats: &mut StatsOptions,
+        sink: &RefCell<&mut StatsSink>,
+        interval: Option<Duration>,
+        ready_at: Instant,
     ) -> Result<(), EmulatorError> {
-        // The loop runs on this thread (the binary uses a current-thread runtime).
-        timer::tighten_timer_slack();
         let mut timer = ReleaseTimer::new().map_err(io_error("creating the release timer"))?;
         let mut buf_a = vec![0u8; READ_BUF];
         let mut buf_b = vec![0u8; READ_BUF];
-        let mut tick = stats.interval.filter(|d| !d.is_zero()).map(|period| {
+        let mut tick = interval.filter(|d| !d.is_zero()).map(|period| {
             let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             tick
         });
-        tokio::pin!(shutdown);
         loop {
             let now = clock::now();
             self.release(now).await;
@@ -317,22 +644,22 @@ impl Emulator {
                 .arm(next, clock::now())
                 .map_err(io_error("arming the release timer"))?;
             tokio::select! {
-                () = &mut shutdown => return Ok(()),
-                r = self.a.device.recv(&mut buf_a) => {
+                r = self.a.recv(&mut buf_a) => {
                     let n = r.map_err(io_error("reading the TUN device in namespace A"))?;
                     self.a_to_b.push(clock::now(), buf_a[..n].to_vec());
-                    drain(&self.a.device, &mut buf_a, &mut self.a_to_b)
+                    drain(&self.a, &mut buf_a, &mut self.a_to_b)
                         .map_err(io_error("reading the TUN device in namespace A"))?;
                 }
-                r = self.b.device.recv(&mut buf_b) => {
+                r = self.b.recv(&mut buf_b) => {
                     let n = r.map_err(io_error("reading the TUN device in namespace B"))?;
                     self.b_to_a.push(clock::now(), buf_b[..n].to_vec());
-                    drain(&self.b.device, &mut buf_b, &mut self.b_to_a)
+                    drain(&self.b, &mut buf_b, &mut self.b_to_a)
                         .map_err(io_error("reading the TUN device in namespace B"))?;
                 }
                 r = timer.expired() => r.map_err(io_error("waiting for the release timer"))?,
                 _ = next_tick(&mut tick) => {
-                    self.write_stats(&mut stats.sink, false)
+                    let mut sink = sink.borrow_mut();
+                    self.write_stats(&mut sink, ready_at, false)
                         .map_err(io_error("writing statistics"))?;
                 }
             }
@@ -345,6 +672,7 @@ impl Emulator {
         forward(
             &mut self.a_to_b,
             &self.b,
+            &self.ns_b,
             now,
             late_ab,
             &mut self.write_errors,
@@ -353,6 +681,7 @@ impl Emulator {
         forward(
             &mut self.b_to_a,
             &self.a,
+            &self.ns_a,
             now,
             late_ba,
             &mut self.write_errors,
@@ -360,19 +689,25 @@ impl Emulator {
         .await;
     }
 
-    fn write_stats(&mut self, sink: &mut StatsSink, last: bool) -> io::Result<()> {
+    fn write_stats(
+        &mut self,
+        sink: &mut StatsSink,
+        ready_at: Instant,
+        last: bool,
+    ) -> io::Result<()> {
         let now = clock::now();
-        let t = now.saturating_duration_since(self.ready_at).as_secs_f64();
+        let t = now.saturating_duration_since(ready_at).as_secs_f64();
         let [late_ab, late_ba] = &mut self.late;
         for (direction, link, from, to, late) in [
-            ("a_to_b", &self.a_to_b, &self.a, &self.b, late_ab),
-            ("b_to_a", &self.b_to_a, &self.b, &self.a, late_ba),
+            ("a_to_b", &self.a_to_b, &self.ns_a, &self.ns_b, late_ab),
+            ("b_to_a", &self.b_to_a, &self.ns_b, &self.ns_a, late_ba),
         ] {
             sink.write(&StatsLine {
                 t,
+                hop: self.hop,
                 direction,
-                from: from.ns.name(),
-                to: to.ns.name(),
+                from,
+                to,
                 counters: link.counters(),
                 in_flight: link.in_flight(),
                 backlog_bytes: link.backlog(now),
@@ -384,44 +719,23 @@ impl Emulator {
         }
         Ok(())
     }
-
-    /// The two directions' links (A→B, B→A), for their counters.
-    #[must_use]
-    pub fn links(&self) -> (&Link, &Link) {
-        (&self.a_to_b, &self.b_to_a)
-    }
-
-    /// Closes the devices and deletes the namespaces now (or leaves them
-    /// with `keep`), reporting failures instead of only logging them.
-    ///
-    /// # Errors
-    /// The first `ip netns del` failure.
-    pub fn teardown(self) -> Result<(), EmulatorError> {
-        let Self { a, b, keep, .. } = self;
-        let End { device, ns: ns_a } = a;
-        drop(device);
-        let End { device, ns: ns_b } = b;
-        drop(device);
-        if keep {
-            tracing::info!(ns_a = %ns_a.name(), ns_b = %ns_b.name(), "keeping namespaces");
-            return Ok(());
-        }
-        let first = ns_a.delete();
-        let second = ns_b.delete();
-        first?;
-        second?;
-        Ok(())
-    }
 }
 
-/// Writes every packet of `link` due at `now` to the device of `to`,
-/// recording how late each one leaves.
-async fn forward(link: &mut Link, to: &End, now: Instant, late: &mut Lateness, errors: &mut u64) {
+/// Writes every packet of `link` due at `now` to the device `to` (in
+/// namespace `ns`), recording how late each one leaves.
+async fn forward(
+    link: &mut Link,
+    to: &AsyncDevice,
+    ns: &str,
+    now: Instant,
+    late: &mut Lateness,
+    errors: &mut u64,
+) {
     while let Some(at) = link.next_release().filter(|at| *at <= now) {
         let Some(packet) = link.poll(now) else { break };
         late.record(now - at);
-        if let Err(e) = to.device.send(&packet).await {
-            note_write_error(errors, to.ns.name(), &e);
+        if let Err(e) = to.send(&packet).await {
+            note_write_error(errors, ns, &e);
         }
     }
 }
@@ -458,5 +772,31 @@ async fn next_tick(tick: &mut Option<tokio::time::Interval>) {
             t.tick().await;
         }
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_names_and_addresses() {
+        assert_eq!(hop_dev("linkem0", 0), "linkem0");
+        assert_eq!(hop_dev("linkem0", 2), "linkem2");
+        assert_eq!(hop_dev("tun9", 3), "tun12");
+        assert_eq!(hop_dev("link", 0), "link");
+        assert_eq!(hop_dev("link", 1), "link1");
+        let a = Ipv4Addr::new(10, 77, 0, 1);
+        assert_eq!(shifted(a, 0), a);
+        assert_eq!(shifted(a, 2), Ipv4Addr::new(10, 77, 2, 1));
+        assert_eq!(shifted(a, 200), Ipv4Addr::new(10, 77, 200, 1));
+    }
+
+    #[test]
+    fn a_two_namespace_link_is_a_chain_of_one() {
+        let c = ChainConfig::from(&EmulatorConfig::default());
+        assert_eq!(c.namespaces, ["ctcp-a", "ctcp-b"]);
+        assert_eq!(c.hops.len(), 1);
+        assert_eq!((c.client_ns, c.server_ns), (None, None));
     }
 }

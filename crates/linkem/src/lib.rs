@@ -1,7 +1,7 @@
 //! ctcp-linkem: a userspace network link emulator for end-to-end benchmarks
 //! on kernels without `sch_netem`.
 //!
-//! Two network namespaces are joined by two TUN devices; every IP packet
+//! Two network namespaces (or a line of them) are joined by two TUN devices per link; every IP packet
 //! between them goes through a [`Link`] per direction, which applies
 //! one-way delay, jitter (uniform or normal), a rate limit with a drop-tail byte queue,
 //! Bernoulli and Gilbert-Elliott loss, reordering and duplication, all drawn
@@ -28,6 +28,16 @@
 //! ip netns exec ctcp-b some-server --listen 10.77.0.2 &
 //! ip netns exec ctcp-a some-client 10.77.0.2
 //! kill -TERM %1   # final statistics written, namespaces deleted
+//! ```
+//!
+//! A chain ([`ChainConfig`], `--hop` once per link): namespaces `ctcp-a`, `ctcp-m1`, …,
+//! `ctcp-b` in a line, link `k` joining `10.77.k.1` and `10.77.k.2`, every namespace
+//! forwarding, so the ends reach each other across all the links:
+//!
+//! ```text
+//! ctcp-linkem --hop delay=300ms,rate=10mbit,loss=1%,seed=7 \
+//!     --hop delay=10ms,rate=50mbit,loss=15%,seed=8 --server-ns srv &
+//! ip netns exec ctcp-a curl http://10.77.201.2:8000/   # a server in `srv`, two links away
 //! ```
 //!
 //! ```
@@ -61,6 +71,6 @@ pub mod units;
 
 pub use config::{ConfigError, GilbertElliott, JitterDist, LinkConfig, DEFAULT_QUEUE_BYTES};
 pub use counters::Counters;
-pub use emulator::{Emulator, EmulatorConfig, EmulatorError, StatsOptions};
+pub use emulator::{ChainConfig, Emulator, EmulatorConfig, EmulatorError, StatsOptions};
 pub use link::Link;
 pub use stats::{Lateness, StatsLine, StatsSink};

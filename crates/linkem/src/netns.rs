@@ -132,6 +132,24 @@ pub fn remove_if_exists(name: &str) -> Result<bool, NetnsError> {
     Ok(true)
 }
 
+/// Turns IPv4 forwarding on inside namespace `name` (a chain's namespaces
+/// route between their links).
+///
+/// # Errors
+/// [`NetnsError::Spawn`] or [`NetnsError::Failed`].
+pub fn enable_forwarding(name: &str) -> Result<(), NetnsError> {
+    check_name(name)?;
+    ip(&[
+        "netns",
+        "exec",
+        name,
+        "sh",
+        "-c",
+        "echo 1 > /proc/sys/net/ipv4/ip_forward",
+    ])
+    .map(drop)
+}
+
 /// A network namespace this process created; dropping it deletes it (and
 /// with it every interface inside).
 #[derive(Debug)]

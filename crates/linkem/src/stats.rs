@@ -17,7 +17,9 @@ use crate::counters::Counters;
 pub struct StatsLine<'a> {
     /// Seconds since the emulator became ready.
     pub t: f64,
-    /// `"a_to_b"` or `"b_to_a"`.
+    /// Which link of a chain, 0 for the first (the only one of a two-namespace link).
+    pub hop: usize,
+    /// `"a_to_b"` or `"b_to_a"`: away from or toward the chain's first namespace.
     pub direction: &'a str,
     /// The namespace the packets come from.
     pub from: &'a str,
@@ -127,6 +129,7 @@ mod tests {
     fn a_line_is_one_flat_json_object() {
         let line = StatsLine {
             t: 1.5,
+            hop: 0,
             direction: "a_to_b",
             from: "ctcp-a",
             to: "ctcp-b",
@@ -156,6 +159,7 @@ mod tests {
             "duplicated",
             "reordered",
             "t",
+            "hop",
             "final",
         ] {
             assert!(v.get(key).is_some(), "missing {key} in {text}");

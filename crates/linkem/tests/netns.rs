@@ -74,14 +74,15 @@ fn send_signal(child: &Child, signal: &str) {
 /// and its namespaces are deleted, so a failing test leaves nothing behind.
 struct Emulator {
     child: Option<Child>,
-    ns: [String; 2],
+    /// Every namespace it may create: --ns-a and --ns-b first.
+    ns: Vec<String>,
     stderr: PathBuf,
 }
 
 impl Emulator {
     /// Starts the binary with `args` plus namespace, ready-file and stats
     /// options, and waits (up to 30 s) for it to report ready.
-    fn start(dir: &Path, ns: [String; 2], args: &[&str]) -> Self {
+    fn start(dir: &Path, ns: Vec<String>, args: &[&str]) -> Self {
         let ready = dir.join("ready");
         let stderr = dir.join("stderr.log");
         let child = Command::new(BIN)
@@ -256,7 +257,7 @@ fn ping_across_a_50ms_link_and_clean_up_on_sigterm() {
     let dir = scratch_dir("ping");
     let mut emu = Emulator::start(
         &dir,
-        ns.clone(),
+        ns.to_vec(),
         &["--delay", "50ms", "--stats-interval", "0"],
     );
     assert!(ns_exists(&ns[0]) && ns_exists(&ns[1]));
@@ -313,7 +314,7 @@ fn keep_leaves_namespaces_on_sigint_and_cleanup_removes_them() {
     let pid = std::process::id();
     let ns = [format!("lkt-{pid}-ka"), format!("lkt-{pid}-kb")];
     let dir = scratch_dir("keep");
-    let mut emu = Emulator::start(&dir, ns.clone(), &["--keep", "--stats-interval", "0"]);
+    let mut emu = Emulator::start(&dir, ns.to_vec(), &["--keep", "--stats-interval", "0"]);
     let status = emu.stop("INT");
     assert!(status.success(), "exit {status}: {}", emu.log());
     assert!(
@@ -351,7 +352,7 @@ fn refuses_an_existing_namespace_and_leaves_it_alone() {
     // Owned by the test; the guard below deletes both whatever happens.
     let guard = Emulator {
         child: None,
-        ns: ns.clone(),
+        ns: ns.to_vec(),
         stderr: PathBuf::new(),
     };
     assert!(Command::new(IP)
@@ -382,4 +383,223 @@ fn parses_ping_output() {
                 64 bytes from 10.77.0.2: icmp_seq=2 ttl=64 time=100.4 ms\n\
                 --- 10.77.0.2 ping statistics ---\n";
     assert_eq!(parse_ping(text), [100.0, 100.4]);
+}
+
+/// Three links in a line (four namespaces) with a client and a server namespace at the
+/// ends: each link has its own delay, the middle one its own loss and seed; the client
+/// reaches the server across all of them, each link's statistics count only its own
+/// losses, and SIGTERM removes all six namespaces.
+#[test]
+fn a_chain_of_three_links_with_end_namespaces_routes_end_to_end() {
+    require_privileges!();
+    let pid = std::process::id();
+    let (a, b) = (format!("lkt-{pid}-ca"), format!("lkt-{pid}-cb"));
+    let mid = format!("lkt-{pid}-cm");
+    let (client, server) = (format!("lkt-{pid}-cc"), format!("lkt-{pid}-cs"));
+    let all = vec![
+        a.clone(),
+        b.clone(),
+        format!("{mid}1"),
+        format!("{mid}2"),
+        client.clone(),
+        server.clone(),
+    ];
+    let dir = scratch_dir("chain");
+    let mut emu = Emulator::start(
+        &dir,
+        all.clone(),
+        &[
+            "--mid-prefix",
+            &mid,
+            "--client-ns",
+            &client,
+            "--server-ns",
+            &server,
+            "--hop",
+            "delay=10ms",
+            "--hop",
+            "delay=20ms,loss=20%,seed=7",
+            "--hop",
+            "delay=15ms,rate=50mbit",
+            "--stats-interval",
+            "0",
+        ],
+    );
+    for ns in &all {
+        assert!(ns_exists(ns), "{ns} missing");
+    }
+    // Client to server: 2 × (10 + 20 + 15) ms = 90 ms, with echoes lost on the
+    // middle link (so only the ones that came back are timed).
+    let count = 30;
+    let rtts = udp_echo_rtts_lossy(&client, &server, "10.77.201.2", count);
+    eprintln!("client→server RTTs across three links: {rtts:?} ms");
+    assert!(
+        rtts.len() >= 5 && rtts.len() < count,
+        "echoes back: {}",
+        rtts.len()
+    );
+    let mut sorted = rtts.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    // Six TUN crossings and two veths on a loaded 2-core machine add a few ms.
+    assert!(
+        (87.0..=100.0).contains(&median),
+        "median RTT {median} ms: {rtts:?}"
+    );
+    assert!(sorted[0] >= 87.0, "an echo came back early: {rtts:?}");
+    // The first namespace reaches the last one's link address across all links too.
+    let rtts = udp_echo_rtts_lossy(&a, &b, "10.77.2.2", 10);
+    assert!(rtts.iter().all(|r| *r >= 87.0), "{rtts:?}");
+
+    let status = emu.stop("TERM");
+    assert!(status.success(), "exit {status}: {}", emu.log());
+    for ns in &all {
+        assert!(!ns_exists(ns), "{ns} left behind");
+    }
+    let stats = final_stats(&dir);
+    assert_eq!(stats.len(), 6, "one final line per direction per link");
+    for line in &stats {
+        let hop = line["hop"].as_u64().unwrap();
+        let lost = line["lost"].as_u64().unwrap();
+        eprintln!(
+            "hop {hop} {}: {} in, {lost} lost",
+            line["direction"], line["packets_in"]
+        );
+        if hop == 1 {
+            assert!(lost > 0, "the lossy link lost nothing: {line}");
+        } else {
+            assert_eq!(lost, 0, "{line}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Like [`udp_echo_rtts`], but over a lossy path: a lost echo times out (0.5 s) and is
+/// skipped rather than failing; the round-trip times of the ones that came back.
+fn udp_echo_rtts_lossy(
+    client_ns: &str,
+    server_ns: &str,
+    server_addr: &str,
+    count: usize,
+) -> Vec<f64> {
+    const PORT: &str = "7778";
+    let server_code = format!(
+        "import socket\n\
+         s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+         s.bind(('{server_addr}',{PORT}))\n\
+         s.settimeout(15)\n\
+         print('listening',flush=True)\n\
+         try:\n\
+         \x20   while True:\n\
+         \x20       d,a=s.recvfrom(4096)\n\
+         \x20       s.sendto(d,a)\n\
+         except socket.timeout:\n\
+         \x20   pass\n"
+    );
+    let mut server = Command::new(IP)
+        .args(["netns", "exec", server_ns, "python3", "-c", &server_code])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "listening", "echo server did not start");
+    let client_code = format!(
+        "import socket,time\n\
+         s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+         s.settimeout(0.5)\n\
+         for i in range({count}):\n\
+         \x20   t=time.monotonic()\n\
+         \x20   s.sendto(b'%d'%i,('{server_addr}',{PORT}))\n\
+         \x20   try:\n\
+         \x20       while s.recvfrom(4096)[0]!=b'%d'%i: pass\n\
+         \x20       print('%.3f'%((time.monotonic()-t)*1e3),flush=True)\n\
+         \x20   except socket.timeout:\n\
+         \x20       pass\n"
+    );
+    let out = Command::new(IP)
+        .args(["netns", "exec", client_ns, "python3", "-c", &client_code])
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        out.status.success(),
+        "echo client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect()
+}
+
+/// A chain kept with `--keep` is removed by `--cleanup` given the same names: the ends,
+/// every middle namespace (`--mid-prefix` and a number) and the end namespaces.
+#[test]
+fn cleanup_removes_a_kept_chain() {
+    require_privileges!();
+    let pid = std::process::id();
+    let (a, b, mid) = (
+        format!("lkt-{pid}-ka2"),
+        format!("lkt-{pid}-kb2"),
+        format!("lkt-{pid}-km"),
+    );
+    let client = format!("lkt-{pid}-kc");
+    let all = vec![
+        a.clone(),
+        b.clone(),
+        format!("{mid}1"),
+        format!("{mid}2"),
+        client.clone(),
+    ];
+    let dir = scratch_dir("keepchain");
+    let mut emu = Emulator::start(
+        &dir,
+        all.clone(),
+        &[
+            "--keep",
+            "--mid-prefix",
+            &mid,
+            "--client-ns",
+            &client,
+            "--hop",
+            "delay=1ms",
+            "--hop",
+            "delay=1ms",
+            "--hop",
+            "delay=1ms",
+            "--stats-interval",
+            "0",
+        ],
+    );
+    let status = emu.stop("INT");
+    assert!(status.success(), "exit {status}: {}", emu.log());
+    for ns in &all {
+        assert!(ns_exists(ns), "--keep removed {ns}");
+    }
+    let out = Command::new(BIN)
+        .args([
+            "--cleanup",
+            "--ns-a",
+            &a,
+            "--ns-b",
+            &b,
+            "--mid-prefix",
+            &mid,
+        ])
+        .args(["--client-ns", &client])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for ns in &all {
+        assert!(!ns_exists(ns), "--cleanup left {ns}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -91,15 +91,24 @@ pub fn acl(cfg: &ReverseConfig) -> Acl {
     Acl::from_config(cfg)
 }
 
-/// Reverse settings from a validated config.
+/// Reverse settings from a validated config (a relay's too: `[relay] next_hop`).
 ///
 /// # Errors
-/// If the key cannot be loaded.
+/// If a key cannot be loaded.
 pub fn reverse_settings(cfg: &ReverseConfig) -> Result<ReverseSettings, ConfigError> {
-    Ok(ReverseSettings::from_config(
-        cfg,
-        load_psk(cfg.psk_file.as_deref())?,
-    ))
+    let s = ReverseSettings::from_config(cfg, load_psk(cfg.psk_file.as_deref())?);
+    Ok(match &cfg.relay.next_hop {
+        None => s,
+        Some(hop) => {
+            // The next segment's key; without a file of its own, this proxy's key.
+            let path = cfg
+                .relay
+                .next_psk_file
+                .as_deref()
+                .or(cfg.psk_file.as_deref());
+            s.relay_to(&cfg.relay, hop.clone(), load_psk(path)?)
+        }
+    })
 }
 
 /// Re-reads the file, validates all of it, applies what a running proxy can change (the

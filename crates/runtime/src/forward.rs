@@ -295,6 +295,9 @@ async fn handle_client(
         }
         Err(e) => {
             stream.reset(OpenResult::GeneralFailure.code());
+            // A stream cut by the tunnel (reset by a gateway, session lost) reaches the
+            // client as a reset, not as a clean end it could take for the whole reply.
+            let _ = tcp.set_zero_linger();
             Err(e)
         }
     }

@@ -13,6 +13,7 @@ pub mod keys;
 pub mod live;
 pub mod metrics;
 pub mod notes;
+pub mod relay;
 pub mod reply;
 pub mod resolve;
 pub mod reverse;
@@ -25,6 +26,7 @@ mod udp;
 pub use acl::{Acl, Rule};
 pub use driver::{Driver, DriverChannels, IncomingStream, SessionEvent};
 pub use live::{Live, LiveSettings};
+pub use relay::RelaySettings;
 pub use socks::SocksAuth;
 pub use tunnel::TunnelStream;
 
@@ -153,10 +155,14 @@ pub struct ReverseSettings {
     pub stats_interval: Duration,
     /// Opt-in metrics endpoint.
     pub metrics_listen: Option<SocketAddr>,
+    /// The relay role: carry streams on to this next gateway instead of connecting
+    /// here (`None`: an ordinary reverse proxy).
+    pub relay: Option<RelaySettings>,
 }
 
 impl ReverseSettings {
-    /// The settings `cfg` asks for, with the key `psk`.
+    /// The settings `cfg` asks for, with the key `psk`; the relay role, which needs the
+    /// next segment's key, is set with [`ReverseSettings::relay_to`].
     pub fn from_config(cfg: &ReverseConfig, psk: Psk) -> Self {
         ReverseSettings {
             listen: cfg.listen,
@@ -169,7 +175,26 @@ impl ReverseSettings {
             drain_timeout: cfg.drain_timeout,
             stats_interval: cfg.stats_interval,
             metrics_listen: cfg.metrics_listen,
+            relay: None,
         }
+    }
+
+    /// These settings as a relay to `next_hop` (`host:port`) with the key `psk` for that
+    /// segment, the other relay options from `cfg` (`[relay]`).
+    pub fn relay_to(
+        mut self,
+        cfg: &ctcp_config::RelayConfig,
+        next_hop: impl Into<String>,
+        psk: Psk,
+    ) -> Self {
+        self.relay = Some(RelaySettings {
+            next_hop: next_hop.into(),
+            psk,
+            buffer: cfg.buffer,
+            open_timeout: cfg.open_timeout,
+            bind: None,
+        });
+        self
     }
 
     /// The default configuration's settings (its ACL denies the reverse host's own
@@ -186,6 +211,8 @@ pub struct Running {
     pub local_addr: SocketAddr,
     /// The tunnel driver.
     pub driver: Driver,
+    /// A relay's driver toward its next hop (`None` unless `--next-hop`).
+    pub next_hop_driver: Option<Driver>,
     /// Set to true to stop (drain, then exit).
     pub shutdown: watch::Sender<bool>,
     /// Completes when the proxy has stopped.
@@ -198,6 +225,7 @@ pub struct Running {
 async fn spawn_metrics(
     addr: Option<SocketAddr>,
     driver: &Driver,
+    extra: Vec<Driver>,
     rx: &watch::Receiver<bool>,
 ) -> Result<(), RuntimeError> {
     let Some(addr) = addr else { return Ok(()) };
@@ -213,7 +241,7 @@ async fn spawn_metrics(
     );
     let (driver, rx) = (driver.clone(), rx.clone());
     tokio::spawn(async move {
-        if let Err(e) = metrics::serve(addr, driver, rx).await {
+        if let Err(e) = metrics::serve(addr, driver, extra, rx).await {
             tracing::error!(%addr, error = %e, "metrics endpoint failed");
         }
     });
@@ -261,7 +289,7 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
         s.stats_interval,
         rx.clone(),
     ));
-    spawn_metrics(s.metrics_listen, &driver, &rx).await?;
+    spawn_metrics(s.metrics_listen, &driver, Vec::new(), &rx).await?;
     let auth = Live::new(s.socks_auth.clone());
     tracing::info!(socks = %local_addr, peer = %s.peer, "ctcp-forward started");
     let done = tokio::spawn(forward::serve(
@@ -276,6 +304,7 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
     Ok(Running {
         local_addr,
         driver,
+        next_hop_driver: None,
         shutdown,
         done,
         live: LiveSettings {
@@ -295,11 +324,20 @@ pub async fn start_reverse(s: ReverseSettings) -> Result<Running, RuntimeError> 
         addr: s.listen,
         source,
     })?;
-    let mut cfg = EndpointConfig::new(s.psk.clone(), s.transport.clone(), true);
+    // A relay grants upstream no more credit than it is willing to hold.
+    let transport = match &s.relay {
+        Some(r) => r.cap_credit(&s.transport),
+        None => s.transport.clone(),
+    };
+    let mut cfg = EndpointConfig::new(s.psk.clone(), transport, true);
     cfg.max_sessions = s.max_sessions;
     cfg.handshake_rate = s.handshake_rate;
     let endpoint = Endpoint::new(cfg, os_seed());
     let (shutdown, rx) = watch::channel(false);
+    let next = match &s.relay {
+        Some(r) => Some(relay::NextHop::start(r, &s.transport, os_seed(), rx.clone()).await?),
+        None => None,
+    };
     let (driver, channels) = Driver::spawn(endpoint, udp, rx.clone())?;
     let local_addr = driver.local_addr();
     tokio::spawn(signals::periodic_stats(
@@ -307,19 +345,40 @@ pub async fn start_reverse(s: ReverseSettings) -> Result<Running, RuntimeError> 
         s.stats_interval,
         rx.clone(),
     ));
-    spawn_metrics(s.metrics_listen, &driver, &rx).await?;
+    let next_hop_driver = next.as_ref().map(|n| n.driver.clone());
+    if let Some(d) = &next_hop_driver {
+        tokio::spawn(signals::periodic_stats(
+            d.clone(),
+            s.stats_interval,
+            rx.clone(),
+        ));
+    }
+    spawn_metrics(
+        s.metrics_listen,
+        &driver,
+        next_hop_driver.iter().cloned().collect(),
+        &rx,
+    )
+    .await?;
     let acl = Live::new(s.acl.clone());
-    tracing::info!(udp = %local_addr, "ctcp-reverse started");
+    match &s.relay {
+        Some(r) => {
+            tracing::info!(udp = %local_addr, next_hop = %r.next_hop, "ctcp-reverse started as a relay")
+        }
+        None => tracing::info!(udp = %local_addr, "ctcp-reverse started"),
+    }
     let done = tokio::spawn(reverse::serve(
         driver.clone(),
         channels,
         Arc::new(s),
         acl.clone(),
+        next,
         rx,
     ));
     Ok(Running {
         local_addr,
         driver,
+        next_hop_driver,
         shutdown,
         done,
         live: LiveSettings {

@@ -151,6 +151,25 @@ pub struct TransportTotals {
     pub repairs_useless: u64,
 }
 
+impl TransportTotals {
+    /// Adds `o`'s counters to these.
+    fn merge(&mut self, o: &TransportTotals) {
+        self.datagrams_sent += o.datagrams_sent;
+        self.datagrams_received += o.datagrams_received;
+        self.bytes_sent += o.bytes_sent;
+        self.source_symbols_sent += o.source_symbols_sent;
+        self.repair_symbols_sent += o.repair_symbols_sent;
+        self.packets_lost += o.packets_lost;
+        self.stream_bytes_read += o.stream_bytes_read;
+        self.stream_bytes_sent += o.stream_bytes_sent;
+        for (a, b) in self.repairs_by_kind.iter_mut().zip(o.repairs_by_kind) {
+            *a += b;
+        }
+        self.repairs_received += o.repairs_received;
+        self.repairs_useless += o.repairs_useless;
+    }
+}
+
 /// The `kind` label values of repair counters: `proactive` (the loss-rate credit),
 /// `tail` (sent into an idle tail), `reactive` (owed for a declared loss, a reported
 /// deficit or a tail-loss probe), `stall` (the stall watch: the peer's in-order point stood
@@ -286,6 +305,24 @@ pub struct ProcessTotals {
     pub socks_replies: BTreeMap<u8, u64>,
     /// Target connect results, by SOCKS reply code (reverse).
     pub target_connects: BTreeMap<u8, u64>,
+}
+
+impl ProcessTotals {
+    /// Adds another driver's totals (a relay's next-hop side) to these.
+    pub fn merge(&mut self, o: &ProcessTotals) {
+        fn add<K: Ord + Copy>(a: &mut BTreeMap<K, u64>, b: &BTreeMap<K, u64>) {
+            for (k, v) in b {
+                *a.entry(*k).or_default() += v;
+            }
+        }
+        self.transport.merge(&o.transport);
+        self.sessions_opened += o.sessions_opened;
+        add(&mut self.sessions_closed, &o.sessions_closed);
+        add(&mut self.handshakes, &o.handshakes);
+        add(&mut self.socks_handshakes, &o.socks_handshakes);
+        add(&mut self.socks_replies, &o.socks_replies);
+        add(&mut self.target_connects, &o.target_connects);
+    }
 }
 
 /// One live session as the metrics and `status` show it.
@@ -500,6 +537,14 @@ fn session_gauges(st: &ConnectionStats, streams: usize) -> [f64; 7] {
 
 /// Renders the current statistics in the OpenMetrics text format.
 pub fn render(driver: &Driver) -> String {
+    render_all(driver, &[])
+}
+
+/// [`render`] for a process with more than one driver (a relay: `extra` holds its
+/// next-hop driver): every driver's sessions are listed together (the next-hop session's
+/// `peer` is the next gateway) and the process totals are their sums; the drop counters
+/// are `driver`'s.
+pub fn render_all(driver: &Driver, extra: &[Driver]) -> String {
     let mut reg = Registry::with_prefix("ctcp");
     let gauges: Vec<(&str, &str, FloatGauge)> = vec![
         ("srtt_seconds", "Smoothed round-trip time"),
@@ -547,7 +592,10 @@ pub fn render(driver: &Driver) -> String {
     .collect();
     let repairs: Family<SessionKind, Counter> = Family::default();
     let info: Family<SessionInfo, Gauge> = Family::default();
-    let sessions = driver.sessions();
+    let mut sessions = driver.sessions();
+    for d in extra {
+        sessions.extend(d.sessions());
+    }
     for s in &sessions {
         let session = session_label(s.handle);
         info.get_or_create(&SessionInfo {
@@ -604,7 +652,10 @@ pub fn render(driver: &Driver) -> String {
     live.set(sessions.len() as i64);
     reg.register("sessions", "Live tunnel sessions", live);
 
-    let t = driver.totals();
+    let mut t = driver.totals();
+    for d in extra {
+        t.merge(&d.totals());
+    }
     let process: [(&str, &str, u64); 10] = [
         (
             "process_datagrams_sent",
@@ -756,6 +807,7 @@ pub fn render(driver: &Driver) -> String {
 pub async fn serve(
     addr: SocketAddr,
     driver: Driver,
+    extra: Vec<Driver>,
     mut shutdown: watch::Receiver<bool>,
 ) -> io::Result<()> {
     let listener = TcpListener::bind(addr).await?;
@@ -766,11 +818,11 @@ pub async fn serve(
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((mut conn, _)) = accepted else { continue };
-                let driver = driver.clone();
+                let (driver, extra) = (driver.clone(), extra.clone());
                 tokio::spawn(async move {
                     let mut req = [0u8; 4096];
                     let _ = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut req)).await;
-                    let body = render(&driver);
+                    let body = render_all(&driver, &extra);
                     let head = format!(
                         "HTTP/1.1 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                         body.len()

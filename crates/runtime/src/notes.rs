@@ -13,7 +13,12 @@ pub struct Notes {
     pub fingerprint: String,
     /// Risky settings, one sentence each.
     pub warnings: Vec<String>,
+    /// A relay's next-segment key fingerprint (it must match the next gateway's).
+    pub next_fingerprint: Option<String>,
 }
+
+/// What a relay's second fingerprint line says.
+const NEXT_FINGERPRINT_LABEL: &str = "next-hop key fingerprint (it must match the next gateway's)";
 
 /// What the fingerprint line says, so no one mistakes it for the key.
 const FINGERPRINT_LABEL: &str =
@@ -23,6 +28,9 @@ impl Notes {
     /// Prints the notes for `--check-config`.
     pub fn print(&self) {
         println!("{FINGERPRINT_LABEL}: {}", self.fingerprint);
+        if let Some(f) = &self.next_fingerprint {
+            println!("{NEXT_FINGERPRINT_LABEL}: {f}");
+        }
         for w in &self.warnings {
             println!("warning: {w}");
         }
@@ -31,6 +39,9 @@ impl Notes {
     /// Logs the notes at start-up (the fingerprint at info, the warnings at warn).
     pub fn log(&self) {
         tracing::info!(key_fingerprint = %self.fingerprint, "{FINGERPRINT_LABEL}");
+        if let Some(f) = &self.next_fingerprint {
+            tracing::info!(next_key_fingerprint = %f, "{NEXT_FINGERPRINT_LABEL}");
+        }
         for w in &self.warnings {
             tracing::warn!("{w}");
         }
@@ -45,6 +56,7 @@ fn key_notes(path: Option<&Path>) -> Result<Notes, ConfigError> {
             .and_then(ctcp_config::key_file_warning)
             .into_iter()
             .collect(),
+        next_fingerprint: None,
     })
 }
 
@@ -76,7 +88,17 @@ pub fn forward_notes(cfg: &ForwardConfig) -> Result<Notes, ConfigError> {
 /// # Errors
 /// If the key cannot be loaded.
 pub fn reverse_notes(cfg: &ReverseConfig) -> Result<Notes, ConfigError> {
-    key_notes(cfg.psk_file.as_deref())
+    let mut n = key_notes(cfg.psk_file.as_deref())?;
+    if cfg.relay.next_hop.is_some() {
+        if let Some(p) = &cfg.relay.next_psk_file {
+            let next = key_notes(Some(p))?;
+            n.next_fingerprint = Some(next.fingerprint);
+            n.warnings.extend(next.warnings);
+        } else {
+            n.next_fingerprint = Some(n.fingerprint.clone());
+        }
+    }
+    Ok(n)
 }
 
 #[cfg(test)]

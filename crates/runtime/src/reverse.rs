@@ -5,6 +5,7 @@ use crate::acl::Acl;
 use crate::drain;
 use crate::driver::{Driver, DriverChannels, IncomingStream, SessionEvent};
 use crate::live::Live;
+use crate::relay::{self, NextHop};
 use crate::reply;
 use crate::tunnel::TunnelStream;
 use crate::ReverseSettings;
@@ -19,15 +20,17 @@ use tokio::task::JoinSet;
 
 /// Runs the reverse role until `shutdown` turns true, then drains. `acl` says which
 /// targets may be reached: a reload may swap it (it starts as `settings.acl`); each
-/// stream goes by the one in force when it arrives.
+/// stream goes by the one in force when it arrives. With `next` (the relay role) the
+/// streams are carried on to the next gateway instead, and the ACL is not consulted.
 ///
 /// # Errors
 /// Fails only if the driver stops unexpectedly.
-pub async fn serve(
+pub(crate) async fn serve(
     driver: Driver,
     mut channels: DriverChannels,
     settings: Arc<ReverseSettings>,
     acl: Live<Acl>,
+    next: Option<NextHop>,
     mut shutdown: watch::Receiver<bool>,
 ) -> io::Result<()> {
     let mut tasks = JoinSet::new();
@@ -39,6 +42,10 @@ pub async fn serve(
             incoming = channels.incoming.recv() => {
                 let Some(incoming) = incoming else { break };
                 let driver = driver.clone();
+                if let Some(next) = next.clone() {
+                    tasks.spawn(async move { relay::handle_stream(driver, incoming, &next).await });
+                    continue;
+                }
                 let connect_timeout = settings.connect_timeout;
                 let acl = acl.load();
                 tasks.spawn(async move { handle_stream(driver, incoming, &acl, connect_timeout).await });
@@ -76,6 +83,9 @@ pub async fn serve(
         })
     };
     drain::drain_and_close(&driver, &mut tasks, settings.drain_timeout).await;
+    if let Some(next) = &next {
+        next.close().await;
+    }
     refuse.abort();
     Ok(())
 }

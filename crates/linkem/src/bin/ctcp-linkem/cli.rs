@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Parser;
 use ctcp_linkem::units::{parse_bytes, parse_duration, parse_probability, parse_rate};
-use ctcp_linkem::{EmulatorConfig, GilbertElliott, JitterDist, LinkConfig};
+use ctcp_linkem::{ChainConfig, EmulatorConfig, GilbertElliott, JitterDist, LinkConfig};
 
 /// Added to `--seed` for the B→A direction, so the two directions draw
 /// independent streams from one seed.
@@ -38,6 +38,16 @@ EXAMPLES:
   ctcp-linkem --delay 10ms --b-to-a rate=1mbit,loss=0 --loss 1%
   ctcp-linkem --delay 37500us --jitter 25ms --jitter-dist normal --rate 10mbit
   ip netns exec ctcp-a iperf3 -c 10.77.0.2
+
+CHAINS:
+  Each --hop adds one link to a line of namespaces: ctcp-a, ctcp-m1, ..., ctcp-b (--ns-a,
+  --mid-prefix, --ns-b). A hop takes the link flags, then its own KEY=VALUE items (the keys
+  above) for both directions; --a-to-b/--b-to-a apply to every hop. Link k joins 10.77.k.1
+  (toward ctcp-a) and 10.77.k.2; every namespace forwards, so ctcp-a reaches ctcp-b's
+  10.77.K.2 (K = hops - 1) across all links. --client-ns / --server-ns add namespaces
+  joined to the ends by plain veth pairs (10.77.200.1 and 10.77.201.2).
+  ctcp-linkem --hop delay=300ms,rate=10mbit,loss=1%,seed=7 --hop delay=10ms,rate=50mbit,loss=15%,seed=8
+  ip netns exec ctcp-a ping 10.77.1.2   # across both links
   ctcp-linkem --cleanup   # remove namespaces left by a killed run"
 )]
 pub(crate) struct Cli {
@@ -49,6 +59,20 @@ pub(crate) struct Cli {
     /// Overrides for B→A only: KEY=VALUE[,KEY=VALUE...].
     #[arg(long, value_name = "KEY=VALUE,...")]
     b_to_a: Vec<String>,
+    /// One link of a chain (repeat for each, in order from --ns-a): KEY=VALUE[,...] over
+    /// the link flags, both directions, e.g. delay=300ms,rate=10mbit,loss=1%,seed=7; a hop
+    /// without seed= uses --seed plus its index. Without --hop: one link, the flags alone.
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    hop: Vec<String>,
+    /// Prefix of the middle namespaces of a chain (PREFIX1, PREFIX2, ...).
+    #[arg(long, default_value = "ctcp-m")]
+    pub(crate) mid_prefix: String,
+    /// Add a client namespace joined to --ns-a by a veth pair, routed through the chain.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) client_ns: Option<String>,
+    /// Add a server namespace joined to --ns-b by a veth pair, routed through the chain.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) server_ns: Option<String>,
     /// Name of network namespace A.
     #[arg(long, default_value = "ctcp-a")]
     pub(crate) ns_a: String,
@@ -79,7 +103,9 @@ pub(crate) struct Cli {
     /// Leave the namespaces in place at exit (the TUN devices still go).
     #[arg(long)]
     keep: bool,
-    /// Delete the namespaces named by --ns-a and --ns-b if they exist, then exit.
+    /// Delete the namespaces named by --ns-a and --ns-b (and a chain's middle ones,
+    /// --mid-prefix followed by a number, and --client-ns/--server-ns) if they exist,
+    /// then exit.
     #[arg(long)]
     pub(crate) cleanup: bool,
 }
@@ -243,6 +269,41 @@ impl Spec {
 }
 
 impl Cli {
+    /// The chain the flags describe: with no --hop, the single link of
+    /// [`Cli::emulator_config`], plus any end namespaces.
+    pub(crate) fn chain_config(&self) -> anyhow::Result<ChainConfig> {
+        let one = self.emulator_config()?;
+        let mut chain = ChainConfig::from(&one);
+        chain.client_ns = self.client_ns.clone();
+        chain.server_ns = self.server_ns.clone();
+        if self.hop.is_empty() {
+            return Ok(chain);
+        }
+        let k = self.hop.len();
+        chain.hops.clear();
+        for (i, spec) in self.hop.iter().enumerate() {
+            let mut ab = Spec::from_args(&self.link);
+            ab.link.seed = self.link.seed.wrapping_add(i as u64);
+            ab.apply(std::slice::from_ref(spec))
+                .with_context(|| format!("--hop {}", i + 1))?;
+            let mut ba = ab.clone();
+            ba.link.seed = ab.link.seed.wrapping_add(B_TO_A_SEED_OFFSET);
+            ab.apply(&self.a_to_b).context("--a-to-b")?;
+            ba.apply(&self.b_to_a).context("--b-to-a")?;
+            chain.hops.push((
+                ab.resolve()
+                    .with_context(|| format!("--hop {}: A to B", i + 1))?,
+                ba.resolve()
+                    .with_context(|| format!("--hop {}: B to A", i + 1))?,
+            ));
+        }
+        chain.namespaces = std::iter::once(self.ns_a.clone())
+            .chain((1..k).map(|j| format!("{}{j}", self.mid_prefix)))
+            .chain(std::iter::once(self.ns_b.clone()))
+            .collect();
+        Ok(chain)
+    }
+
     /// The emulator configuration the flags describe.
     pub(crate) fn emulator_config(&self) -> anyhow::Result<EmulatorConfig> {
         let base = Spec::from_args(&self.link);
@@ -356,6 +417,55 @@ mod tests {
         assert_eq!(c.b_to_a.jitter_dist, JitterDist::Normal);
         assert_eq!(c.a_to_b.jitter_dist, JitterDist::Uniform);
         assert_eq!(c.a_to_b.jitter, Duration::from_millis(25));
+    }
+
+    fn chain(args: &[&str]) -> anyhow::Result<ChainConfig> {
+        let mut full = vec!["ctcp-linkem"];
+        full.extend_from_slice(args);
+        Cli::try_parse_from(full)?.chain_config()
+    }
+
+    #[test]
+    fn hops_make_a_chain_with_their_own_parameters_and_seeds() {
+        let c = chain(&[
+            "--rate",
+            "20mbit",
+            "--hop",
+            "delay=300ms,rate=10mbit,loss=1%,seed=7",
+            "--hop",
+            "delay=10ms,loss=15%",
+            "--hop",
+            "queue=50k",
+            "--server-ns",
+            "srv",
+        ])
+        .unwrap();
+        assert_eq!(c.namespaces, ["ctcp-a", "ctcp-m1", "ctcp-m2", "ctcp-b"]);
+        assert_eq!(c.hops.len(), 3);
+        let (ab, ba) = &c.hops[0];
+        assert_eq!(ab.delay, Duration::from_millis(300));
+        assert_eq!(ba.rate_bps, Some(10_000_000));
+        assert!((ba.loss - 0.01).abs() < 1e-12);
+        assert_eq!(ab.seed, 7);
+        assert_eq!(ba.seed, 7u64.wrapping_add(B_TO_A_SEED_OFFSET));
+        let (ab1, _) = &c.hops[1];
+        assert_eq!(
+            ab1.rate_bps,
+            Some(20_000_000),
+            "the flags are every hop's base"
+        );
+        assert_eq!(ab1.seed, 2, "--seed 1 plus the hop's index");
+        assert_eq!(c.hops[2].0.queue_bytes, 50_000);
+        assert_eq!(c.hops[2].0.delay, Duration::ZERO);
+        assert_eq!(c.server_ns.as_deref(), Some("srv"));
+        assert_eq!(c.client_ns, None);
+        // Without --hop: the two-namespace link, unchanged.
+        let one = chain(&["--delay", "5ms"]).unwrap();
+        assert_eq!(one.namespaces, ["ctcp-a", "ctcp-b"]);
+        assert_eq!(one.hops.len(), 1);
+        assert_eq!(one.hops[0].0.delay, Duration::from_millis(5));
+        assert!(chain(&["--hop", "bogus=1"]).is_err());
+        assert!(chain(&["--hop", "loss=2"]).is_err());
     }
 
     #[test]

@@ -25,14 +25,23 @@ async fn run() -> anyhow::Result<()> {
     let cli = cli::Cli::parse();
     init_logging();
     if cli.cleanup {
-        for ns in [&cli.ns_a, &cli.ns_b] {
-            if netns::remove_if_exists(ns)? {
+        let middle = netns::list()?.into_iter().filter(|n| {
+            n.strip_prefix(cli.mid_prefix.as_str())
+                .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()))
+        });
+        let named = [&cli.ns_a, &cli.ns_b]
+            .into_iter()
+            .chain(cli.client_ns.iter())
+            .chain(cli.server_ns.iter())
+            .cloned();
+        for ns in named.chain(middle) {
+            if netns::remove_if_exists(&ns)? {
                 tracing::info!(ns = %ns, "removed leftover namespace");
             }
         }
         return Ok(());
     }
-    let config = cli.emulator_config()?;
+    let config = cli.chain_config()?;
     // Installed before anything is created, so SIGINT/SIGTERM at any point
     // after this leads to a clean teardown rather than the default exit.
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
@@ -41,7 +50,7 @@ async fn run() -> anyhow::Result<()> {
         remove_file_if_exists(path).context("removing a stale ready file")?;
     }
     let sink = StatsSink::open(cli.stats_file.as_deref()).context("opening the stats file")?;
-    let mut emulator = Emulator::setup(&config).context("setting up the link")?;
+    let mut emulator = Emulator::setup_chain(&config).context("setting up the link")?;
 
     let result = async {
         if let Some(path) = &cli.ready_file {

@@ -1,0 +1,316 @@
+//! Two sessions in series joined by a relay model, on virtual time (issue 28, seed 003's
+//! cascaded tunnel): the heterogeneous path of `netbench --chain` — a satellite segment
+//! (10 Mbit/s, 600 ms, 1 % loss) and a radio segment (50 Mbit/s, 20 ms, 15 % loss) —
+//! crossed by one session end to end or by two, the relay decoding the first session's
+//! stream and writing it into the second (segment termination).
+//!
+//! The relay model does what `ctcp-runtime`'s relay does with the proto API: a stream the
+//! upstream session opens becomes a stream with the same target on the downstream session,
+//! bytes move through one chunk that is refilled only once the downstream stream took all
+//! of it (back-pressure per stream), the downstream connect result goes upstream, and
+//! the FIN follows the last byte.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use ctcp_proto::{
+    ConnectionHandle, Endpoint as ProtoEndpoint, EndpointConfig, Event, Psk, ReadOutcome, StreamId,
+    TransportConfig,
+};
+use ctcp_sim::ctcp::CtcpPeer;
+use ctcp_sim::{Endpoint, LinkSpec, LossModel, NodeId, Seed, Sim};
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+const SAT: (u64, u64, f64) = (10_000_000, 600, 0.01);
+const RADIO: (u64, u64, f64) = (50_000_000, 20, 0.15);
+
+fn spec((rate, rtt_ms, loss): (u64, u64, f64)) -> LinkSpec {
+    LinkSpec::new(rate, Duration::from_millis(rtt_ms)).loss(LossModel::Bernoulli(loss))
+}
+
+fn capacity(segs: [(u64, u64, f64); 2]) -> f64 {
+    segs.iter()
+        .map(|&(r, _, p)| r as f64 * (1.0 - p))
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Both proto endpoints of the relay and the streams it bridges.
+struct Core {
+    up: ProtoEndpoint,
+    down: ProtoEndpoint,
+    down_conn: ConnectionHandle,
+    up_conn: Option<ConnectionHandle>,
+    /// (upstream stream, downstream stream, bytes read but not yet taken downstream,
+    /// upstream finished, FIN passed on).
+    bridges: Vec<(StreamId, StreamId, Vec<u8>, bool, bool)>,
+    /// Streams opened upstream before the downstream session was up.
+    waiting: Vec<(StreamId, ctcp_proto::Target)>,
+    /// Most bytes the relay application held at once (its chunks).
+    peak_held: usize,
+    scratch: Vec<u8>,
+}
+
+const UP_PEER: &str = "10.0.0.1:40000";
+const DOWN_PEER: &str = "10.0.0.2:7000";
+const CHUNK: usize = 64 << 10;
+
+impl Core {
+    fn bridge(&mut self, now: Instant) {
+        let _ = now;
+        while let Some((h, ev)) = self.up.poll_event() {
+            if let Event::StreamOpened { id, target } = ev {
+                self.up_conn = Some(h);
+                self.waiting.push((id, target));
+            }
+        }
+        let mut results = Vec::new();
+        while let Some((_, ev)) = self.down.poll_event() {
+            if let Event::OpenResult { id, code } = ev {
+                results.push((id, code));
+            }
+        }
+        let Some(up_h) = self.up_conn else { return };
+        let (Some(up), Some(down)) = (
+            self.up.connection_mut(up_h),
+            self.down.connection_mut(self.down_conn),
+        ) else {
+            return;
+        };
+        if down.is_established() {
+            for (id, target) in self.waiting.drain(..) {
+                let d = down.open_stream(target).expect("open downstream");
+                self.bridges.push((id, d, Vec::new(), false, false));
+            }
+        }
+        for (d, code) in results {
+            if let Some(b) = self.bridges.iter().find(|b| b.1 == d) {
+                let _ = up.send_open_result(b.0, code);
+            }
+        }
+        for (u, d, held, eof, fin) in &mut self.bridges {
+            loop {
+                while !held.is_empty() {
+                    match down.write(*d, held) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            held.drain(..n);
+                        }
+                    }
+                }
+                if !held.is_empty() || *eof {
+                    break;
+                }
+                match up.read(*u, &mut self.scratch[..CHUNK]) {
+                    Ok(ReadOutcome::Data(n)) => held.extend_from_slice(&self.scratch[..n]),
+                    Ok(ReadOutcome::Finished) => *eof = true,
+                    _ => break,
+                }
+                self.peak_held = self.peak_held.max(held.len());
+            }
+            if *eof && held.is_empty() && !*fin {
+                *fin = down.finish(*d).is_ok();
+            }
+        }
+    }
+}
+
+/// The relay's upstream side (server of the first flow) or downstream side (client of
+/// the second), sharing one [`Core`].
+struct RelaySide {
+    core: Rc<RefCell<Core>>,
+    upstream: bool,
+}
+
+impl Endpoint for RelaySide {
+    fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
+        let mut c = self.core.borrow_mut();
+        let mut d = datagram.to_vec();
+        if self.upstream {
+            c.up.handle_datagram(now, UP_PEER.parse().unwrap(), &mut d);
+        } else {
+            c.down
+                .handle_datagram(now, DOWN_PEER.parse().unwrap(), &mut d);
+        }
+        c.bridge(now);
+    }
+
+    fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+        let mut c = self.core.borrow_mut();
+        c.bridge(now);
+        let mut out = Vec::with_capacity(1500);
+        let e = if self.upstream {
+            &mut c.up
+        } else {
+            &mut c.down
+        };
+        let t = e.poll_transmit(now, &mut out)?;
+        out.truncate(t.size);
+        Some(out)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let c = self.core.borrow();
+        if self.upstream {
+            c.up.poll_timeout()
+        } else {
+            c.down.poll_timeout()
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        let mut c = self.core.borrow_mut();
+        if self.upstream {
+            c.up.handle_timeout(now);
+        } else {
+            c.down.handle_timeout(now);
+        }
+        c.bridge(now);
+    }
+}
+
+fn seed_bytes(seed: u64, tag: u8) -> [u8; 32] {
+    let mut s = [tag; 32];
+    s[..8].copy_from_slice(&seed.to_le_bytes());
+    s
+}
+
+/// Builds `spec`'s forward and return node chains without a path, for concatenation.
+fn segment(sim: &mut Sim, s: (u64, u64, f64)) -> (Vec<NodeId>, Vec<NodeId>) {
+    let l = spec(s);
+    (l.build_nodes(sim), l.build_nodes(sim))
+}
+
+struct Outcome {
+    goodput_bps: f64,
+    /// Bytes that entered each segment in the data direction per goodput byte.
+    wire_per_goodput: [f64; 2],
+    peak_held: usize,
+}
+
+/// `total` bytes from a sender across `segs` (the sender's side first), through one
+/// session (`relay` false) or two joined by the relay model.
+fn transfer(segs: [(u64, u64, f64); 2], relay: bool, total: u64, seed: Seed) -> Outcome {
+    let mut sim = Sim::with_seed(seed);
+    let start = sim.now();
+    let config = TransportConfig::default();
+    let (psk1, psk2) = ([1u8; 32], [2u8; 32]);
+    let (fwd0, ret0) = segment(&mut sim, segs[0]);
+    let (fwd1, ret1) = segment(&mut sim, segs[1]);
+    let tx = CtcpPeer::sender(config.clone(), &psk1, seed.0, start, total);
+    let (rx_flow, core) = if relay {
+        let mut down = ProtoEndpoint::new(
+            EndpointConfig::new(Psk::new(&psk2).unwrap(), config.clone(), false),
+            seed_bytes(seed.0, 3),
+        );
+        let down_conn = down.connect(start, DOWN_PEER.parse::<SocketAddr>().unwrap());
+        let core = Rc::new(RefCell::new(Core {
+            up: ProtoEndpoint::new(
+                EndpointConfig::new(Psk::new(&psk1).unwrap(), config.clone(), true),
+                seed_bytes(seed.0, 4),
+            ),
+            down,
+            down_conn,
+            up_conn: None,
+            bridges: Vec::new(),
+            waiting: Vec::new(),
+            peak_held: 0,
+            scratch: vec![0; CHUNK],
+        }));
+        let up_side = RelaySide {
+            core: core.clone(),
+            upstream: true,
+        };
+        let down_side = RelaySide {
+            core: core.clone(),
+            upstream: false,
+        };
+        let (f0, r0) = (sim.add_path(fwd0.clone()), sim.add_path(ret0));
+        sim.add_flow(tx, up_side, f0, r0);
+        let rx = CtcpPeer::receiver(config, &psk2, seed.0 ^ 0xdead_beef);
+        let (f1, r1) = (sim.add_path(fwd1.clone()), sim.add_path(ret1));
+        (sim.add_flow(down_side, rx, f1, r1), Some(core))
+    } else {
+        let rx = CtcpPeer::receiver(config, &psk1, seed.0 ^ 0xdead_beef);
+        let f = sim.add_path(fwd0.iter().chain(&fwd1).copied());
+        let r = sim.add_path(ret1.iter().chain(&ret0).copied());
+        (sim.add_flow(tx, rx, f, r), None)
+    };
+    sim.set_step_limit(200_000_000);
+    sim.run_while_until(start + Duration::from_secs(120), |s| {
+        !s.server::<CtcpPeer>(rx_flow)
+            .is_some_and(|r| r.delivery.finished)
+    })
+    .expect("the transfer did not finish in 120 virtual seconds");
+    let rx: &CtcpPeer = sim.server(rx_flow).unwrap();
+    assert!(rx.delivery.finished, "no FIN");
+    assert_eq!(rx.delivery.bytes_bad, 0, "corrupted bytes");
+    assert_eq!(rx.delivery.bytes_ok, total, "bytes delivered");
+    let secs = (rx.delivery.finished_at.unwrap() - start).as_secs_f64();
+    let bytes_in = |n: NodeId| sim.node_stats(n).bytes_in as f64;
+    Outcome {
+        goodput_bps: total as f64 * 8.0 / secs,
+        wire_per_goodput: [
+            bytes_in(fwd0[0]) / total as f64,
+            bytes_in(fwd1[0]) / total as f64,
+        ],
+        peak_held: core.map_or(0, |c| c.borrow().peak_held),
+    }
+}
+
+fn compare(segs: [(u64, u64, f64); 2], total: u64, seed: u64) -> (Outcome, Outcome) {
+    let e2e = transfer(segs, false, total, Seed::from_env_or(seed));
+    let relay = transfer(segs, true, total, Seed::from_env_or(seed));
+    let cap = capacity(segs);
+    for (name, o) in [("e2e", &e2e), ("relay", &relay)] {
+        println!(
+            "{name:>5}: {:.2} Mbit/s, efficiency {:.3}, wire/goodput {:.3} then {:.3}, relay held at most {} B",
+            o.goodput_bps / 1e6,
+            o.goodput_bps / cap,
+            o.wire_per_goodput[0],
+            o.wire_per_goodput[1],
+            o.peak_held
+        );
+    }
+    (e2e, relay)
+}
+
+/// Data crossing the satellite first, then the radio (an upload on `netbench --chain`'s
+/// path): one session must send the repairs for the radio's losses across the satellite,
+/// its bottleneck; the cascade repairs them on the radio segment alone, where capacity is
+/// spare, and keeps the satellite for data.
+#[test]
+fn a_relay_keeps_radio_repairs_off_the_satellite_bottleneck() {
+    let (e2e, relay) = compare([SAT, RADIO], 20_000_000, 28);
+    assert!(
+        e2e.wire_per_goodput[0] > 1.12,
+        "one session: the satellite carries the radio's repairs ({:.3})",
+        e2e.wire_per_goodput[0]
+    );
+    assert!(
+        relay.wire_per_goodput[0] < 1.08,
+        "cascade: the satellite carries its own repairs only ({:.3})",
+        relay.wire_per_goodput[0]
+    );
+    assert!(
+        relay.goodput_bps > e2e.goodput_bps * 1.05,
+        "cascade {:.2} Mbit/s vs one session {:.2}",
+        relay.goodput_bps / 1e6,
+        e2e.goodput_bps / 1e6
+    );
+    assert!(relay.peak_held <= CHUNK);
+}
+
+/// Data crossing the radio first (a download on `netbench --chain`'s path): the radio's
+/// losses never reach the satellite either way, and the cascade is no slower.
+#[test]
+fn radio_first_the_cascade_matches_one_session() {
+    let (e2e, relay) = compare([RADIO, SAT], 20_000_000, 29);
+    assert!(
+        relay.goodput_bps > e2e.goodput_bps * 0.95,
+        "cascade {:.2} Mbit/s vs one session {:.2}",
+        relay.goodput_bps / 1e6,
+        e2e.goodput_bps / 1e6
+    );
+    assert!(relay.wire_per_goodput[1] < 1.08);
+}
