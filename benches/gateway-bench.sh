@@ -73,7 +73,7 @@ for i in range(n):
 with open(os.path.join(root, "big.bin"), "wb") as f:
     f.write(rnd.randbytes(1_000_000))
 EOF
-tree_bytes=$(du -sb "$dir/tree" | cut -f1)
+tree_bytes=$(find "$dir/tree" -type f -printf "%s\n" | awk "{ s += \$1 } END { print s }")
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$dir/key"; chmod 600 "$dir/key"
 
 # The link (A = forward, B = reverse and servers).
