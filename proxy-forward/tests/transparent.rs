@@ -327,6 +327,7 @@ impl Lab {
             "forward",
             in_ns(&f, env!("CARGO_BIN_EXE_ctcp-forward"))
                 .args(["--peer", REVERSE, "--listen", "127.0.0.1:1080"])
+                .args(["--metrics-listen", "127.0.0.1:9100"])
                 .args(["--transparent-listen", &format!("[::]:{TRANSPARENT_PORT}")])
                 .args(["--transparent-mode", mode, "--log-level", "debug"])
                 .arg("--psk-file")
