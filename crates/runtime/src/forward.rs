@@ -358,18 +358,26 @@ async fn handle_transparent(
         Ok(d) => d,
         Err(e) => {
             driver.count_transparent(TransparentOutcome::NoOriginalDst);
-            tracing::warn!(
-                %from, %mode, error = %e,
-                "transparent connection refused: no original destination (was it redirected? \
-                 is transparent_mode right?)"
-            );
+            let why = "transparent connection refused: no original destination (was it \
+                       redirected? is transparent_mode right?)";
+            if guard.warn_no_dst.due(crate::clock::now()) {
+                tracing::warn!(%from, %mode, error = %e, "{why}");
+            } else {
+                tracing::debug!(%from, %mode, error = %e, "{why}");
+            }
             refuse(&tcp);
             return Ok(());
         }
     };
     if let Some(why) = guard.refusal(dst, transparent::is_local_address) {
         driver.count_transparent(TransparentOutcome::Loop);
-        tracing::warn!(%from, original_dst = %dst, "transparent connection refused, never tunnelled: {why}");
+        // At warn once per 10 s, so a client retrying a looping destination cannot flood
+        // the log; the metric counts every one.
+        if guard.warn_loop.due(crate::clock::now()) {
+            tracing::warn!(%from, original_dst = %dst, "transparent connection refused, never tunnelled: {why}");
+        } else {
+            tracing::debug!(%from, original_dst = %dst, "transparent connection refused, never tunnelled: {why}");
+        }
         refuse(&tcp);
         return Ok(());
     }

@@ -20,7 +20,35 @@
 use ctcp_config::TransparentMode;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
+
+/// A kind of refusal is logged at warn at most this often (the rest at debug), so a
+/// misrouted client retrying cannot flood the log.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// Says when a warning of one kind is due again.
+#[derive(Debug, Default)]
+pub(crate) struct WarnEvery {
+    last: Mutex<Option<Instant>>,
+}
+
+impl WarnEvery {
+    /// True if no warning of this kind went out in the last [`WARN_EVERY`] (and records
+    /// `now` as the last).
+    pub(crate) fn due(&self, now: Instant) -> bool {
+        let mut last = self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if last.is_some_and(|t| now.saturating_duration_since(t) < WARN_EVERY) {
+            return false;
+        }
+        *last = Some(now);
+        true
+    }
+}
 
 /// Backlog of the transparent listener (a whole LAN's connections arrive here).
 const BACKLOG: i32 = 1024;
@@ -135,6 +163,10 @@ pub struct LoopGuard {
     pub(crate) socks: SocketAddr,
     /// The reverse peer's addresses (as resolved at start).
     pub(crate) peers: Vec<IpAddr>,
+    /// Rate limit of the "refused: loop" warning.
+    pub(crate) warn_loop: Arc<WarnEvery>,
+    /// Rate limit of the "no original destination" warning.
+    pub(crate) warn_no_dst: Arc<WarnEvery>,
 }
 
 impl LoopGuard {
@@ -145,6 +177,8 @@ impl LoopGuard {
             transparent: SocketAddr::from(([0, 0, 0, 0], 0)),
             socks,
             peers: peers.iter().map(|p| unmap(*p).ip()).collect(),
+            warn_loop: Arc::default(),
+            warn_no_dst: Arc::default(),
         }
     }
 
@@ -228,6 +262,16 @@ mod tests {
         assert_eq!(refused("192.0.2.1:12345"), None);
         assert_eq!(refused("10.0.0.1:1080"), None);
         assert_eq!(refused("198.51.100.1:80"), None);
+    }
+
+    #[test]
+    fn a_kind_of_warning_goes_out_at_most_every_ten_seconds() {
+        let w = WarnEvery::default();
+        let t0 = crate::clock::now();
+        assert!(w.due(t0));
+        assert!(!w.due(t0 + Duration::from_secs(9)));
+        assert!(w.due(t0 + Duration::from_secs(10)));
+        assert!(!w.due(t0 + Duration::from_secs(11)));
     }
 
     #[test]
