@@ -264,7 +264,13 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
             transparent::Gateway::bind(
                 addr,
                 s.transparent_mode,
-                transparent::LoopGuard::new(local_addr, &guard_peers),
+                // The metrics endpoint binds later; its configured address is the one.
+                transparent::LoopGuard::new(
+                    &std::iter::once(local_addr)
+                        .chain(s.metrics_listen)
+                        .collect::<Vec<_>>(),
+                    &guard_peers,
+                ),
             )
             .map_err(|source| RuntimeError::Bind {
                 what: "transparent listener",

@@ -12,8 +12,8 @@
 //! Both socket options are read and set through `nix` and `socket2`'s safe wrappers: this
 //! module has no `unsafe`.
 //!
-//! A connection whose original destination is this proxy itself (its transparent or SOCKS
-//! port on one of the host's addresses: it was not redirected, or a rule loops back) or
+//! A connection whose original destination is this proxy itself (its transparent, SOCKS or
+//! metrics port on one of the host's addresses: it was not redirected, or a rule loops back) or
 //! the reverse peer's address (the tunnel would carry traffic for the host it runs to) is
 //! refused and logged, never tunnelled.
 
@@ -159,8 +159,8 @@ pub(crate) fn original_dst(tcp: &TcpStream, mode: TransparentMode) -> io::Result
 pub struct LoopGuard {
     /// The transparent listener's address (set by [`Gateway::bind`]).
     pub(crate) transparent: SocketAddr,
-    /// The SOCKS listener's address.
-    pub(crate) socks: SocketAddr,
+    /// The proxy's other listeners: SOCKS, and the metrics endpoint if any.
+    pub(crate) own: Vec<SocketAddr>,
     /// The reverse peer's addresses (as resolved at start).
     pub(crate) peers: Vec<IpAddr>,
     /// Rate limit of the "refused: loop" warning.
@@ -170,12 +170,12 @@ pub struct LoopGuard {
 }
 
 impl LoopGuard {
-    /// A guard for a proxy whose SOCKS listener is `socks` and whose reverse peer
-    /// resolved to `peers`.
-    pub fn new(socks: SocketAddr, peers: &[SocketAddr]) -> Self {
+    /// A guard for a proxy whose other listeners (SOCKS, metrics) are `own` and whose
+    /// reverse peer resolved to `peers`.
+    pub fn new(own: &[SocketAddr], peers: &[SocketAddr]) -> Self {
         LoopGuard {
             transparent: SocketAddr::from(([0, 0, 0, 0], 0)),
-            socks,
+            own: own.iter().map(|a| unmap(*a)).collect(),
             peers: peers.iter().map(|p| unmap(*p).ip()).collect(),
             warn_loop: Arc::default(),
             warn_no_dst: Arc::default(),
@@ -205,8 +205,8 @@ impl LoopGuard {
                  connection was not redirected, or a rule loops back)",
             );
         }
-        if own(self.socks) {
-            return Some("the original destination is this proxy's SOCKS listener");
+        if self.own.iter().any(|l| own(*l)) {
+            return Some("the original destination is this proxy's SOCKS or metrics listener");
         }
         None
     }
@@ -236,7 +236,10 @@ mod tests {
         LoopGuard {
             transparent: "[::]:12345".parse().unwrap(),
             ..LoopGuard::new(
-                "127.0.0.1:1080".parse().unwrap(),
+                &[
+                    "127.0.0.1:1080".parse().unwrap(),
+                    "0.0.0.0:9100".parse().unwrap(),
+                ],
                 &[
                     "203.0.113.7:7000".parse().unwrap(),
                     "[2001:db8::7]:7000".parse().unwrap(),
@@ -258,6 +261,8 @@ mod tests {
             .unwrap()
             .contains("not redirected"));
         assert!(refused("127.0.0.1:1080").unwrap().contains("SOCKS"));
+        assert!(refused("10.0.0.1:9100").unwrap().contains("metrics"));
+        assert_eq!(refused("192.0.2.1:9100"), None);
         // The same ports elsewhere, and other hosts, are fine.
         assert_eq!(refused("192.0.2.1:12345"), None);
         assert_eq!(refused("10.0.0.1:1080"), None);
@@ -285,7 +290,7 @@ mod tests {
             "[2001:db8::1]:80".parse::<SocketAddr>().unwrap()
         );
         let g = LoopGuard::new(
-            "127.0.0.1:1080".parse().unwrap(),
+            &["127.0.0.1:1080".parse().unwrap()],
             &["[::ffff:203.0.113.7]:7000".parse().unwrap()],
         );
         assert_eq!(g.peers, ["203.0.113.7".parse::<IpAddr>().unwrap()]);
@@ -305,7 +310,7 @@ mod tests {
         let g = Gateway::bind(
             "127.0.0.1:0".parse().unwrap(),
             TransparentMode::Redirect,
-            LoopGuard::new("127.0.0.1:1080".parse().unwrap(), &[]),
+            LoopGuard::new(&["127.0.0.1:1080".parse().unwrap()], &[]),
         )
         .unwrap();
         let addr = g.local_addr().unwrap();
