@@ -16,12 +16,15 @@
 #   cargo build --release --locked -p ctcp-forward -p ctcp-reverse -p ctcp-linkem
 #   sudo benches/gateway-bench.sh [--mb 20] [--files 2000] [--rtt 100] [--loss 0.05]
 #        [--rate 10] [--modes redirect,tproxy] [--families 4,6] [--seed 1] [--out FILE]
+#        [--kernel-secs 20]
 #
+# Last, the same download without ctcp (the gateway only routes; kernel TCP Cubic end to
+# end), cut off after --kernel-secs (0 skips it): what the LAN gets otherwise.
 # Needs root, ip, nft, curl, rsync, python3 (the HTTP server). Writes JSON lines to
 # --out (default benches/results/gateway.json) and prints a table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MB=20 FILES=2000 RTT=100 LOSS=0.05 RATE=10 MODES=redirect,tproxy FAMILIES=4,6 SEED=1
+MB=20 FILES=2000 RTT=100 LOSS=0.05 RATE=10 MODES=redirect,tproxy FAMILIES=4,6 SEED=1 KERNEL=20
 OUT=benches/results/gateway.json
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -33,8 +36,9 @@ while [ $# -gt 0 ]; do
 	--modes) MODES=$2; shift ;;
 	--families) FAMILIES=$2; shift ;;
 	--seed) SEED=$2; shift ;;
+	--kernel-secs) KERNEL=$2; shift ;;
 	--out) OUT=$2; shift ;;
-	*) sed -n '2,21p' "$0"; exit 2 ;;
+	*) sed -n '2,25p' "$0"; exit 2 ;;
 	esac
 	shift
 done
@@ -186,14 +190,34 @@ for mode in ${MODES//,/ }; do
 		curl_row socks ipv4 "http://10.200.9.1:$HTTP/file.bin" --socks5-hostname 10.200.1.1:1080
 	fi
 done
+if [ "$KERNEL" -gt 0 ]; then
+	# What the LAN gets without ctcp: the gateway routes, kernel TCP (Cubic, the sender in
+	# B) runs end to end over the lossy link. Cut off after KERNEL seconds, as netbench's
+	# kernel cells are: the row's goodput is that of the bytes received by then.
+	in_ns "$NS_A" nft delete table inet ctcp_gateway
+	in_ns "$NS_A" sysctl -qw net.ipv4.ip_forward=1
+	ip -n "$NS_A" route add 10.200.9.0/24 dev linkem0
+	ip -n "$NS_B" route add 10.200.1.0/24 dev linkem0
+	for ns in "$NS_C" "$NS_B"; do
+		in_ns "$ns" sysctl -qw net.ipv4.tcp_congestion_control=cubic
+		in_ns "$ns" sysctl -qw net.ipv4.tcp_rmem="4096 131072 16777216"
+		in_ns "$ns" sysctl -qw net.ipv4.tcp_wmem="4096 131072 16777216"
+	done
+	rm -f "$dir/got"
+	w=$(in_ns "$NS_C" curl -sS --max-time "$KERNEL" --noproxy '*' -o "$dir/got" \
+		-w '%{size_download} %{time_total}' "http://10.200.9.1:$HTTP/file.bin" 2>/dev/null || true)
+	ok=false
+	[ "$(sha256sum < "$dir/got" | cut -d' ' -f1)" = "$want" ] && ok=true
+	row routed-cubic ipv4 curl ${w:-0 1} $ok
+fi
 mkdir -p "$(dirname "$OUT")"
 mv "$OUT.tmp" "$OUT"
 echo
 echo "link: ${RATE} Mbit/s, RTT ${RTT} ms, loss ${LOSS} (both ways), queue ${queue} B, seed ${SEED}; file ${MB} MB; tree ${FILES} files + 1 MB (${tree_bytes} B)"
-printf '%-9s %-5s %-6s %10s %8s %12s %6s %s\n' mode fam work bytes secs Mbit/s eff ok
+printf '%-13s %-5s %-6s %10s %8s %12s %6s %s\n' mode fam work bytes secs Mbit/s eff ok
 python3 - "$OUT" <<'EOF'
 import json, sys
 for l in open(sys.argv[1]):
     r = json.loads(l)
-    print(f"{r['mode']:<9} {r['family']:<5} {r['workload']:<6} {r['bytes']:>10} {r['secs']:>8.2f} {r['goodput_bps']/1e6:>12.2f} {r['efficiency']:>6.3f} {r['ok']}")
+    print(f"{r['mode']:<13} {r['family']:<5} {r['workload']:<6} {r['bytes']:>10} {r['secs']:>8.2f} {r['goodput_bps']/1e6:>12.2f} {r['efficiency']:>6.3f} {r['ok']}")
 EOF
