@@ -30,6 +30,11 @@ for role in forward reverse; do
   grep -q "^ExecStart=/usr/bin/$bin " "/usr/lib/systemd/system/$bin.service"
 done
 
+# The gateway rulesets ship as examples (README "Gateway for a whole network").
+for f in gateway-redirect.nft gateway-tproxy.nft gateway-tproxy.sh; do
+  test -f "/usr/share/doc/ctcp-forward/examples/$f" || { echo "no example $f" >&2; exit 1; }
+done
+
 # The packaged configurations, as the units run them, with a key from keygen.
 /usr/bin/ctcp-forward keygen --out "$work/psk" >/dev/null
 /usr/bin/ctcp-forward --check-config -c /etc/ctcp/forward.toml --psk-file "$work/psk"

@@ -3,7 +3,7 @@
 
 use clap::Parser;
 use ctcp_config::cli::{CommonArgs, CommonTargets, GenArgs, KeygenArgs, StatusArgs};
-use ctcp_config::ForwardConfig;
+use ctcp_config::{ForwardConfig, TransparentMode};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -57,6 +57,15 @@ pub(crate) struct Cli {
     /// failures then show as a reset connection) [default: false].
     #[arg(long, value_name = "BOOL")]
     fast_open: Option<bool>,
+    /// Transparent (gateway) TCP listener for connections the kernel redirects to it
+    /// (nftables `redirect` or `tproxy`); each rides the tunnel to its original
+    /// destination [default: off].
+    #[arg(long, value_name = "ADDR")]
+    transparent_listen: Option<SocketAddr>,
+    /// How connections reach the transparent listener: redirect (NAT, SO_ORIGINAL_DST)
+    /// or tproxy (IP_TRANSPARENT) [default: redirect].
+    #[arg(long, value_name = "MODE", value_parser = ctcp_config::parse_transparent_mode)]
+    transparent_mode: Option<TransparentMode>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -95,7 +104,10 @@ impl Cli {
         mut c: ForwardConfig,
     ) -> Result<ForwardConfig, ctcp_config::ConfigError> {
         macro_rules! set { ($($f:ident => $($p:ident).+),*) => { $(if let Some(v) = self.$f.clone() { c.$($p).+ = v; })* } }
-        set!(listen => listen, handshake_timeout => handshake_timeout, open_timeout => open_timeout, fast_open => fast_open);
+        set!(listen => listen, handshake_timeout => handshake_timeout, open_timeout => open_timeout, fast_open => fast_open, transparent_mode => transparent_mode);
+        if self.transparent_listen.is_some() {
+            c.transparent_listen = self.transparent_listen;
+        }
         if self.peer.is_some() {
             c.peer = self.peer.clone();
         }
@@ -112,6 +124,7 @@ impl Cli {
             log: &mut c.log,
             transport: &mut c.transport,
         })?;
+        ctcp_config::validate_forward(&c, "<command line>", None)?;
         Ok(c)
     }
 }
@@ -177,6 +190,8 @@ mod tests {
             "handshake-timeout",
             "open-timeout",
             "fast-open",
+            "transparent-listen",
+            "transparent-mode",
             "drain-timeout",
             "stats-interval",
             "metrics-listen",
@@ -230,6 +245,7 @@ mod tests {
             (&["--peer", "127.0.0.1"], "no port"),
             (&["--idle-timeout", "5 parsecs"], "ms, s (sec)"),
             (&["--socks-user", "alice"], "USER:PASSWORD"),
+            (&["--transparent-mode", "nat"], "\"redirect\" or \"tproxy\""),
         ] {
             let e = Cli::try_parse_from(std::iter::once("f").chain(args.iter().copied()))
                 .unwrap_err()
@@ -241,5 +257,22 @@ mod tests {
             .apply(ForwardConfig::default())
             .unwrap_err();
         assert_eq!(e.key.as_deref(), Some("transport.proactive_repair"));
+        let e = Cli::try_parse_from(["f", "--transparent-listen", "127.0.0.1:1080"])
+            .unwrap()
+            .apply(ForwardConfig::default())
+            .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("transparent_listen"));
+        let c = Cli::try_parse_from([
+            "f",
+            "--transparent-listen",
+            "[::]:12345",
+            "--transparent-mode",
+            "tproxy",
+        ])
+        .unwrap()
+        .apply(ForwardConfig::default())
+        .unwrap();
+        assert_eq!(c.transparent_listen, Some("[::]:12345".parse().unwrap()));
+        assert_eq!(c.transparent_mode, TransparentMode::Tproxy);
     }
 }

@@ -52,8 +52,12 @@ async fn run() -> anyhow::Result<()> {
     let settings = app::forward_settings(&cfg)?;
     let notes = notes::forward_notes(&cfg)?;
     if cli.check_config {
+        let gateway = cfg
+            .transparent_listen
+            .map(|t| format!(", transparent ({}) on {t}", cfg.transparent_mode))
+            .unwrap_or_default();
         println!(
-            "configuration OK: SOCKS on {}, peer {}",
+            "configuration OK: SOCKS on {}, peer {}{gateway}",
             cfg.listen, settings.peer
         );
         notes.print();

@@ -167,10 +167,56 @@ pub struct ForwardConfig {
     pub stats_interval: Duration,
     /// Opt-in Prometheus/OpenMetrics endpoint (HTTP), e.g. 127.0.0.1:9100.
     pub metrics_listen: Option<SocketAddr>,
+    /// Opt-in transparent (gateway) TCP listener: connections the kernel redirects to
+    /// it ride the tunnel to their original destination, as a SOCKS CONNECT would.
+    pub transparent_listen: Option<SocketAddr>,
+    /// How the kernel hands connections to `transparent_listen`.
+    pub transparent_mode: TransparentMode,
     /// Logging.
     pub log: LogConfig,
     /// Transport.
     pub transport: TransportSettings,
+}
+
+/// How connections reach the transparent listener, and so where their original
+/// destination is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TransparentMode {
+    /// nftables/iptables `redirect` (NAT): the original destination comes from
+    /// conntrack (`SO_ORIGINAL_DST` / `IP6T_SO_ORIGINAL_DST`).
+    #[default]
+    Redirect,
+    /// TPROXY: the listener is `IP_TRANSPARENT`, and an accepted connection's local
+    /// address is its original destination (no NAT).
+    Tproxy,
+}
+
+impl TransparentMode {
+    /// The name used in files and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransparentMode::Redirect => "redirect",
+            TransparentMode::Tproxy => "tproxy",
+        }
+    }
+}
+
+impl std::fmt::Display for TransparentMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Parses a transparent mode: `redirect` or `tproxy`.
+///
+/// # Errors
+/// Anything else.
+pub fn parse_transparent_mode(s: &str) -> Result<TransparentMode, String> {
+    match s.trim() {
+        "redirect" => Ok(TransparentMode::Redirect),
+        "tproxy" => Ok(TransparentMode::Tproxy),
+        o => Err(format!("must be \"redirect\" or \"tproxy\" (got {o:?})")),
+    }
 }
 
 impl Default for ForwardConfig {
@@ -186,6 +232,8 @@ impl Default for ForwardConfig {
             drain_timeout: Duration::from_secs(30),
             stats_interval: Duration::from_secs(5),
             metrics_listen: None,
+            transparent_listen: None,
+            transparent_mode: TransparentMode::Redirect,
             log: LogConfig::default(),
             transport: TransportSettings::default(),
         }
@@ -451,6 +499,50 @@ impl ReverseConfig {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         Self::from_toml_str(&read(path)?, &path.display().to_string())
     }
+}
+
+/// Validates the forward's listeners against each other (shared by the TOML path and
+/// command-line overrides): the transparent listener must not be the SOCKS or metrics
+/// address.
+///
+/// # Errors
+/// The clash, named by the transparent listener's key.
+pub fn validate_forward(
+    c: &ForwardConfig,
+    source_name: &str,
+    text: Option<&str>,
+) -> Result<(), ConfigError> {
+    let Some(t) = c.transparent_listen else {
+        return Ok(());
+    };
+    let clash = |other: SocketAddr| {
+        other.port() == t.port()
+            && (other.ip() == t.ip() || other.ip().is_unspecified() || t.ip().is_unspecified())
+    };
+    let other = if clash(c.listen) {
+        Some(("the SOCKS listener (listen)", c.listen))
+    } else {
+        c.metrics_listen
+            .filter(|m| clash(*m))
+            .map(|m| ("the metrics endpoint (metrics_listen)", m))
+    };
+    if let Some((what, addr)) = other {
+        return Err(ConfigError::new(
+            source_name,
+            text,
+            "transparent_listen",
+            format!("{t} clashes with {what} on {addr}: give it a port of its own"),
+        ));
+    }
+    if t.port() == 0 {
+        return Err(ConfigError::new(
+            source_name,
+            text,
+            "transparent_listen",
+            "needs a fixed port: the firewall rules redirect to it",
+        ));
+    }
+    Ok(())
 }
 
 /// Validates transport settings (shared by the TOML path and command-line overrides).

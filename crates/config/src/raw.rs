@@ -60,6 +60,8 @@ struct RawForward {
     #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
     stats_interval: Option<Duration>,
     metrics_listen: Option<SocketAddr>,
+    transparent_listen: Option<SocketAddr>,
+    transparent_mode: Option<String>,
     #[serde(default)]
     log: RawLog,
     #[serde(default)]
@@ -264,7 +266,12 @@ pub(crate) fn forward(text: &str, src: &str) -> Result<ForwardConfig, ConfigErro
             Some(crate::parse_peer(&p).map_err(|m| ConfigError::new(src, Some(text), "peer", m))?)
         }
     };
-    Ok(ForwardConfig {
+    let transparent_mode = match raw.transparent_mode.as_deref() {
+        None => d.transparent_mode,
+        Some(m) => crate::parse_transparent_mode(m)
+            .map_err(|m| ConfigError::new(src, Some(text), "transparent_mode", m))?,
+    };
+    let c = ForwardConfig {
         listen: raw.listen.unwrap_or(d.listen),
         peer,
         psk_file: raw.psk_file,
@@ -279,9 +286,13 @@ pub(crate) fn forward(text: &str, src: &str) -> Result<ForwardConfig, ConfigErro
         drain_timeout: raw.drain_timeout.unwrap_or(d.drain_timeout),
         stats_interval: raw.stats_interval.unwrap_or(d.stats_interval),
         metrics_listen: raw.metrics_listen,
+        transparent_listen: raw.transparent_listen,
+        transparent_mode,
         log: log(raw.log, text, src)?,
         transport: transport(raw.transport, text, src)?,
-    })
+    };
+    crate::validate_forward(&c, src, Some(text))?;
+    Ok(c)
 }
 
 fn acl_rule(r: RawAclRule, i: usize, text: &str, src: &str) -> Result<AclRule, ConfigError> {

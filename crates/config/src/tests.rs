@@ -461,3 +461,43 @@ fn relay_table_parses_and_names_bad_keys() {
         assert!(e.line.is_some(), "{bad}: {e}");
     }
 }
+
+#[test]
+fn transparent_listener_is_off_by_default_and_checked() {
+    let d = ForwardConfig::default();
+    assert_eq!(d.transparent_listen, None);
+    assert_eq!(d.transparent_mode, TransparentMode::Redirect);
+    let f = ForwardConfig::from_toml_str(
+        "transparent_listen = \"[::]:12345\"\ntransparent_mode = \"tproxy\"\n",
+        "f",
+    )
+    .unwrap();
+    assert_eq!(f.transparent_listen, Some("[::]:12345".parse().unwrap()));
+    assert_eq!(f.transparent_mode, TransparentMode::Tproxy);
+    let e =
+        ForwardConfig::from_toml_str("# c\ntransparent_mode = \"nat\"\n", "f.toml").unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("transparent_mode"));
+    assert_eq!(e.line, Some(2));
+    assert!(e.message.contains("\"redirect\" or \"tproxy\""), "{e}");
+    for (text, why) in [
+        (
+            "listen = \"0.0.0.0:1080\"\ntransparent_listen = \"10.0.0.1:1080\"\n",
+            "SOCKS listener",
+        ),
+        (
+            "metrics_listen = \"127.0.0.1:9100\"\ntransparent_listen = \"0.0.0.0:9100\"\n",
+            "metrics endpoint",
+        ),
+        ("transparent_listen = \"0.0.0.0:0\"\n", "fixed port"),
+    ] {
+        let e = ForwardConfig::from_toml_str(text, "f.toml").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("transparent_listen"), "{text}");
+        assert_eq!(e.line, Some(text.lines().count()), "{text}");
+        assert!(e.message.contains(why), "{text}: {e}");
+    }
+    assert_eq!(
+        parse_transparent_mode("redirect"),
+        Ok(TransparentMode::Redirect)
+    );
+    assert_eq!(TransparentMode::Tproxy.to_string(), "tproxy");
+}

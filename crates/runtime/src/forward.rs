@@ -4,10 +4,11 @@
 use crate::drain;
 use crate::driver::{Driver, DriverChannels, SessionEvent};
 use crate::live::Live;
-use crate::metrics::SocksOutcome;
+use crate::metrics::{SocksOutcome, TransparentOutcome};
 use crate::reply;
 use crate::resolve::{connect_next, PeerResolver};
 use crate::socks::{self, SocksAuth};
+use crate::transparent::{self, Gateway};
 use crate::tunnel::TunnelStream;
 use crate::ForwardSettings;
 use ctcp_proto::{ConnectionError, ConnectionHandle, OpenResult};
@@ -130,14 +131,25 @@ async fn session_keeper(
     }
 }
 
-/// Runs the forward role on `listener` until `shutdown` turns true, then drains. `peer`
-/// resolves the reverse proxy (`settings.peer`) again for each reconnect; `auth` is the
-/// SOCKS policy a reload may swap (it starts as `settings.socks_auth`).
+/// Accepts on the transparent listener, or waits forever without one.
+async fn accept_gateway(gateway: Option<&Gateway>) -> io::Result<(TcpStream, SocketAddr)> {
+    match gateway {
+        Some(g) => g.listener.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs the forward role on `listener` (and the transparent listener `gateway`, if any)
+/// until `shutdown` turns true, then drains. `peer` resolves the reverse proxy
+/// (`settings.peer`) again for each reconnect; `auth` is the SOCKS policy a reload may
+/// swap (it starts as `settings.socks_auth`).
 ///
 /// # Errors
 /// Fails if accepting connections fails persistently.
+#[allow(clippy::too_many_arguments)]
 pub async fn serve(
     listener: TcpListener,
+    gateway: Option<Gateway>,
     driver: Driver,
     channels: DriverChannels,
     settings: Arc<ForwardSettings>,
@@ -175,12 +187,35 @@ pub async fn serve(
                     }
                 });
             }
+            accepted = accept_gateway(gateway.as_ref()) => {
+                let (tcp, from) = match accepted {
+                    Ok(x) => x,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "transparent accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let Some(g) = gateway.as_ref() else { continue };
+                let (mode, guard) = (g.mode, g.guard.clone());
+                let driver = driver.clone();
+                let settings = settings.clone();
+                let current = current.clone();
+                tasks.spawn(async move {
+                    let from = transparent::unmap(from);
+                    if let Err(e) = handle_transparent(tcp, from, mode, &guard, driver, &settings, current).await {
+                        tracing::debug!(%from, error = %e, "transparent connection ended with error");
+                    }
+                });
+            }
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             _ = shutdown.changed() => if *shutdown.borrow() { break },
         }
     }
-    // Stop accepting: new SOCKS clients are refused by the kernel from here on.
+    // Stop accepting: new SOCKS (and redirected) clients are refused by the kernel from
+    // here on.
     drop(listener);
+    drop(gateway);
     drain::drain_and_close(&driver, &mut tasks, settings.drain_timeout).await;
     Ok(())
 }
@@ -301,6 +336,86 @@ async fn handle_client(
             Err(e)
         }
     }
+}
+
+/// A connection from the transparent listener: its original destination, checked
+/// against loops, becomes a tunnel stream's target, as a SOCKS CONNECT's would. The
+/// client's TCP handshake is already complete (the kernel answered for the destination),
+/// so it is relayed at once, as with fast open: a failed target connect resets the
+/// client's connection, which is what it would have seen from the destination itself.
+async fn handle_transparent(
+    tcp: TcpStream,
+    from: SocketAddr,
+    mode: ctcp_config::TransparentMode,
+    guard: &transparent::LoopGuard,
+    driver: Driver,
+    settings: &ForwardSettings,
+    current: watch::Receiver<Tunnel>,
+) -> io::Result<()> {
+    let _ = tcp.set_nodelay(true);
+    let refuse = |tcp: &TcpStream| {
+        // An RST, so the client sees an error rather than an empty reply.
+        let _ = tcp.set_zero_linger();
+    };
+    let dst = match transparent::original_dst(&tcp, mode) {
+        Ok(d) => d,
+        Err(e) => {
+            driver.count_transparent(TransparentOutcome::NoOriginalDst);
+            let why = "transparent connection refused: no original destination (was it \
+                       redirected? is transparent_mode right?)";
+            if guard.warn_no_dst.due(crate::clock::now()) {
+                tracing::warn!(%from, %mode, error = %e, "{why}");
+            } else {
+                tracing::debug!(%from, %mode, error = %e, "{why}");
+            }
+            refuse(&tcp);
+            return Ok(());
+        }
+    };
+    if let Some(why) = guard.refusal(dst, transparent::is_local_address) {
+        driver.count_transparent(TransparentOutcome::Loop);
+        // At warn once per 10 s, so a client retrying a looping destination cannot flood
+        // the log; the metric counts every one.
+        if guard.warn_loop.due(crate::clock::now()) {
+            tracing::warn!(%from, original_dst = %dst, "transparent connection refused, never tunnelled: {why}");
+        } else {
+            tracing::debug!(%from, original_dst = %dst, "transparent connection refused, never tunnelled: {why}");
+        }
+        refuse(&tcp);
+        return Ok(());
+    }
+    let target = ctcp_proto::Target::Ip(dst);
+    let session = match wait_session(current, settings.open_timeout).await {
+        Ok(h) => h,
+        Err(why) => {
+            driver.count_transparent(TransparentOutcome::NoSession);
+            tracing::debug!(%from, %target, reason = %why, "no tunnel session; refusing transparent connection");
+            refuse(&tcp);
+            return Ok(());
+        }
+    };
+    let (stream, result) = match TunnelStream::open(&driver, session, target.clone()) {
+        Ok(x) => x,
+        Err(e) => {
+            driver.count_transparent(TransparentOutcome::NoSession);
+            tracing::warn!(%from, error = %e, "cannot open tunnel stream");
+            refuse(&tcp);
+            return Ok(());
+        }
+    };
+    driver.count_transparent(TransparentOutcome::Tunnelled);
+    tracing::debug!(%from, %target, stream = stream.id(), "transparent connection tunnelled");
+    let open_timeout = settings.open_timeout;
+    let result = async move {
+        let code = match tokio::time::timeout(open_timeout, result).await {
+            Ok(Ok(code)) => code,
+            Ok(Err(_)) => OpenResult::GeneralFailure,
+            Err(_) => OpenResult::TimedOut,
+        };
+        driver.count_transparent_open(reply::socks_reply(code).code());
+        code
+    };
+    relay_fast_open(tcp, from, &target, stream, result).await
 }
 
 /// Relays a connection that was told "succeeded" before the connect result came: the

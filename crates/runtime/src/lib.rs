@@ -20,6 +20,7 @@ pub mod reverse;
 pub mod signals;
 pub mod socks;
 pub mod status;
+pub mod transparent;
 pub mod tunnel;
 mod udp;
 
@@ -103,6 +104,10 @@ pub struct ForwardSettings {
     pub stats_interval: Duration,
     /// Opt-in metrics endpoint.
     pub metrics_listen: Option<SocketAddr>,
+    /// Opt-in transparent (gateway) TCP listener.
+    pub transparent_listen: Option<SocketAddr>,
+    /// How connections reach `transparent_listen`.
+    pub transparent_mode: ctcp_config::TransparentMode,
 }
 
 impl ForwardSettings {
@@ -121,6 +126,8 @@ impl ForwardSettings {
             drain_timeout: cfg.drain_timeout,
             stats_interval: cfg.stats_interval,
             metrics_listen: cfg.metrics_listen,
+            transparent_listen: cfg.transparent_listen,
+            transparent_mode: cfg.transparent_mode,
         }
     }
 
@@ -269,6 +276,7 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
             addr: bind,
             source,
         })?;
+    let guard_peers = addrs.clone();
     let peer = resolve::PeerResolver::new(s.peer.clone(), udp.local_addr()?, lookup, addrs);
     let listener = tokio::net::TcpListener::bind(s.listen)
         .await
@@ -278,6 +286,27 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
             source,
         })?;
     let local_addr = listener.local_addr()?;
+    let gateway = match s.transparent_listen {
+        None => None,
+        Some(addr) => Some(
+            transparent::Gateway::bind(
+                addr,
+                s.transparent_mode,
+                // The metrics endpoint binds later; its configured address is the one.
+                transparent::LoopGuard::new(
+                    &std::iter::once(local_addr)
+                        .chain(s.metrics_listen)
+                        .collect::<Vec<_>>(),
+                    &guard_peers,
+                ),
+            )
+            .map_err(|source| RuntimeError::Bind {
+                what: "transparent listener",
+                addr,
+                source,
+            })?,
+        ),
+    };
     let endpoint = Endpoint::new(
         EndpointConfig::new(s.psk.clone(), s.transport.clone(), false),
         os_seed(),
@@ -292,8 +321,16 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
     spawn_metrics(s.metrics_listen, &driver, Vec::new(), &rx).await?;
     let auth = Live::new(s.socks_auth.clone());
     tracing::info!(socks = %local_addr, peer = %s.peer, "ctcp-forward started");
+    if let Some(g) = &gateway {
+        tracing::info!(
+            transparent = %g.local_addr()?,
+            mode = %s.transparent_mode,
+            "transparent gateway listener started"
+        );
+    }
     let done = tokio::spawn(forward::serve(
         listener,
+        gateway,
         driver.clone(),
         channels,
         Arc::new(s),

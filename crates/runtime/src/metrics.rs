@@ -94,6 +94,35 @@ impl SocksOutcome {
     }
 }
 
+/// How a connection to the transparent (gateway) listener ended before or at its stream
+/// open, as counted in `ctcp_transparent_connections_total{result}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TransparentOutcome {
+    /// Its original destination was read and a tunnel stream opened to it (the target's
+    /// connect result is counted by code in `ctcp_transparent_opens_total`).
+    Tunnelled,
+    /// Refused: its original destination is this proxy's own listener or its reverse
+    /// peer (a loop or a connection that was never redirected).
+    Loop,
+    /// Refused: the original destination could not be read (no NAT entry: the
+    /// connection was not redirected; or the wrong `transparent_mode`).
+    NoOriginalDst,
+    /// Refused: no tunnel session could carry it.
+    NoSession,
+}
+
+impl TransparentOutcome {
+    /// The `result` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            TransparentOutcome::Tunnelled => "tunnelled",
+            TransparentOutcome::Loop => "loop",
+            TransparentOutcome::NoOriginalDst => "no_original_dst",
+            TransparentOutcome::NoSession => "no_session",
+        }
+    }
+}
+
 /// The name of a SOCKS5 reply code (RFC 1928 §6), the `reply` label of reply counters.
 pub fn reply_name(code: u8) -> &'static str {
     match code {
@@ -224,6 +253,8 @@ pub(crate) struct Totals {
     handshakes: BTreeMap<HandshakeOutcome, u64>,
     socks_handshakes: BTreeMap<SocksOutcome, u64>,
     socks_replies: BTreeMap<u8, u64>,
+    transparent: BTreeMap<TransparentOutcome, u64>,
+    transparent_opens: BTreeMap<u8, u64>,
     target_connects: BTreeMap<u8, u64>,
 }
 
@@ -303,6 +334,10 @@ pub struct ProcessTotals {
     pub socks_handshakes: BTreeMap<SocksOutcome, u64>,
     /// SOCKS replies sent, by code (forward).
     pub socks_replies: BTreeMap<u8, u64>,
+    /// Transparent-listener connections by outcome (forward, gateway mode).
+    pub transparent: BTreeMap<TransparentOutcome, u64>,
+    /// Target connect results of transparent connections, by SOCKS reply code (forward).
+    pub transparent_opens: BTreeMap<u8, u64>,
     /// Target connect results, by SOCKS reply code (reverse).
     pub target_connects: BTreeMap<u8, u64>,
 }
@@ -376,6 +411,8 @@ impl Driver {
             handshakes,
             socks_handshakes: t.socks_handshakes.clone(),
             socks_replies: t.socks_replies.clone(),
+            transparent: t.transparent.clone(),
+            transparent_opens: t.transparent_opens.clone(),
             target_connects: t.target_connects.clone(),
         }
     }
@@ -425,6 +462,28 @@ impl Driver {
             .lock()
             .totals
             .socks_replies
+            .entry(code)
+            .or_default() += 1;
+    }
+
+    /// Counts a transparent-listener connection's outcome.
+    pub fn count_transparent(&self, outcome: TransparentOutcome) {
+        *self
+            .shared
+            .lock()
+            .totals
+            .transparent
+            .entry(outcome)
+            .or_default() += 1;
+    }
+
+    /// Counts a transparent connection's target connect result (as a SOCKS reply code).
+    pub fn count_transparent_open(&self, code: u8) {
+        *self
+            .shared
+            .lock()
+            .totals
+            .transparent_opens
             .entry(code)
             .or_default() += 1;
     }
@@ -765,6 +824,24 @@ pub fn render_all(driver: &Driver, extra: &[Driver]) -> String {
         "SOCKS replies sent to clients, by reply code",
         reply_family(&t.socks_replies),
     );
+    if !t.transparent.is_empty() || !t.transparent_opens.is_empty() {
+        let transparent: Family<Outcome, Counter> = Family::default();
+        for (&o, &n) in &t.transparent {
+            transparent
+                .get_or_create(&Outcome { result: o.label() })
+                .inc_by(n);
+        }
+        reg.register(
+            "transparent_connections",
+            "Transparent (gateway) listener connections by result",
+            transparent,
+        );
+        reg.register(
+            "transparent_opens",
+            "Target connect results of transparent connections, by SOCKS reply code",
+            reply_family(&t.transparent_opens),
+        );
+    }
     reg.register(
         "target_connects",
         "Target connect results sent back through the tunnel, by SOCKS reply code",

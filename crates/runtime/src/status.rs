@@ -214,6 +214,8 @@ pub struct Status {
     pub socks_replies: BTreeMap<String, f64>,
     /// Target connect results by reply name (reverse).
     pub target_connects: BTreeMap<String, f64>,
+    /// Transparent (gateway) connections by result (forward).
+    pub transparent: BTreeMap<String, f64>,
     /// Process totals: bytes on the wire, stream bytes read and sent, packets lost,
     /// datagrams sent, repair and source symbols sent.
     pub totals: BTreeMap<String, f64>,
@@ -265,6 +267,10 @@ impl Status {
                 "ctcp_target_connects_total" => {
                     let k = s.label("reply").unwrap_or("?").to_owned();
                     *st.target_connects.entry(k).or_default() += s.value;
+                }
+                "ctcp_transparent_connections_total" => {
+                    let k = s.label("result").unwrap_or("?").to_owned();
+                    *st.transparent.entry(k).or_default() += s.value;
                 }
                 name => {
                     if let Some(k) = name
@@ -345,6 +351,9 @@ impl Status {
         }
         if !self.target_connects.is_empty() {
             let _ = writeln!(out, "target connects: {}", counts(&self.target_connects));
+        }
+        if !self.transparent.is_empty() {
+            let _ = writeln!(out, "gateway connections: {}", counts(&self.transparent));
         }
         if self.sessions.is_empty() {
             out.push_str("no live sessions\n");
@@ -508,6 +517,8 @@ ctcp_handshakes_total{result="ok"} 4
 ctcp_handshakes_total{result="bad_mac"} 2
 ctcp_socks_replies_total{code="0x00",reply="succeeded"} 9
 ctcp_socks_replies_total{code="0x02",reply="not_allowed"} 1
+ctcp_transparent_connections_total{result="tunnelled"} 40
+ctcp_transparent_connections_total{result="loop"} 2
 ctcp_build_info{version="0.1.0",git_sha="abc1234",features="gf256=avx2,a\"b"} 1
 # EOF
 "#;
@@ -542,6 +553,7 @@ ctcp-forward 0.1.0 (abc1234) [gf256=avx2,a\"b]
 sessions: 2 live, 4 opened, 2 closed since start; handshakes: 2 bad_mac, 4 ok
 since start: 2.5 GB on the wire, 12.0 MB delivered, 0 B sent by streams, 61 packets lost, repairs 5.0% of source
 SOCKS replies: 1 not_allowed, 9 succeeded
+gateway connections: 2 loop, 40 tunnelled
 SESSION  PEER                STATE             RTT   MIN RTT  WINDOW   LOSS  REPAIR   GOODPUT IN   GOODPUT OUT  STREAMS
 7        192.0.2.1:7000      established  120.5 ms  100.0 ms     840  5.12%   5.50%  10.0 Mbit/s  500.0 kbit/s        3
 12       [2001:db8::1]:7000  handshake      0.0 ms    0.0 ms       0  0.00%   0.00%    0.0 bit/s     0.0 bit/s        0
