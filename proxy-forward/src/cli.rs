@@ -35,7 +35,8 @@ pub(crate) struct Cli {
     /// SOCKS listen address [default: 127.0.0.1:1080].
     #[arg(long)]
     listen: Option<SocketAddr>,
-    /// The reverse proxy's UDP address, HOST:PORT (resolved again on every reconnect).
+    /// The reverse proxy's UDP address, HOST:PORT (resolved again on every reconnect), or
+    /// several gateways comma-separated, tried in turn: a reconnect moves to the next.
     #[arg(long, value_parser = ctcp_config::parse_peer)]
     peer: Option<String>,
     /// File with the pre-shared key (exactly 64 hex digits; make one with `keygen`);

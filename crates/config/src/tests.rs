@@ -501,3 +501,15 @@ fn transparent_listener_is_off_by_default_and_checked() {
     );
     assert_eq!(TransparentMode::Tproxy.to_string(), "tproxy");
 }
+
+#[test]
+fn peer_may_list_several_gateways() {
+    assert_eq!(
+        parse_peer("gw1.example.net:7000, [2001:db8::2]:7000").unwrap(),
+        "gw1.example.net:7000,[2001:db8::2]:7000"
+    );
+    let f = ForwardConfig::from_toml_str("peer = \"a:1,b:2\"\n", "f").unwrap();
+    assert_eq!(f.peer.as_deref(), Some("a:1,b:2"));
+    assert!(parse_peer("a:1,").unwrap_err().contains("empty entry"));
+    assert!(parse_peer("a:1,b").unwrap_err().contains("no port"));
+}

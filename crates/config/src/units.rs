@@ -94,9 +94,26 @@ pub fn parse_log_level(s: &str) -> Result<String, String> {
     Ok(s.trim().to_owned())
 }
 
-/// Checks a peer address: `HOST:PORT` with a non-zero port; an IPv6 literal in brackets
-/// (`[2001:db8::1]:7000`). The name itself is resolved when connecting.
+/// Checks a peer address, `HOST:PORT` with a non-zero port and an IPv6 literal in
+/// brackets (`[2001:db8::1]:7000`), or a comma-separated list of them: the gateways a
+/// forward tries in turn, moving to the next when one stops answering. The names are
+/// resolved when connecting.
 pub fn parse_peer(s: &str) -> Result<String, String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    if parts.len() > 1 {
+        if parts.iter().any(|p| p.is_empty()) {
+            return Err(format!(
+                "{s:?}: an empty entry in the list; list gateways as \"HOST:PORT,HOST:PORT\""
+            ));
+        }
+        let checked: Result<Vec<String>, String> =
+            parts.iter().map(|p| parse_one_peer(p)).collect();
+        return Ok(checked?.join(","));
+    }
+    parse_one_peer(s)
+}
+
+fn parse_one_peer(s: &str) -> Result<String, String> {
     let s = s.trim();
     let example = "e.g. \"reverse.example.net:7000\", \"192.0.2.1:7000\" or \"[2001:db8::1]:7000\"";
     let Some((host, port)) = s.rsplit_once(':') else {

@@ -261,7 +261,7 @@ async fn spawn_metrics(
 /// Fails if a socket cannot be bound or the peer does not resolve.
 pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> {
     let lookup = resolve::system_lookup();
-    let addrs = resolve::resolve_all(&s.peer, &lookup).await?;
+    let addrs = resolve::resolve_any(&s.peer, &lookup).await?;
     let bind = s.bind.unwrap_or_else(|| resolve::wildcard_for(&addrs));
     let udp = std::net::UdpSocket::bind(bind)
         .or_else(|e| match s.bind {
@@ -277,7 +277,14 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
             source,
         })?;
     let guard_peers = addrs.clone();
-    let peer = resolve::PeerResolver::new(s.peer.clone(), udp.local_addr()?, lookup, addrs);
+    // With one name the start-up resolution is its first; with a list the resolver starts
+    // from the first name's own.
+    let first = if resolve::peer_names(&s.peer).len() == 1 {
+        addrs
+    } else {
+        Vec::new()
+    };
+    let peer = resolve::PeerResolver::new(s.peer.clone(), udp.local_addr()?, lookup, first);
     let listener = tokio::net::TcpListener::bind(s.listen)
         .await
         .map_err(|source| RuntimeError::Bind {

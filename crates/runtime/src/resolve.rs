@@ -1,7 +1,9 @@
 //! The forward's view of the reverse proxy's address: the configured name is resolved
 //! again for every reconnect, and each address it resolves to is tried in turn, so a
 //! peer that moved (new DNS record) or a name with several addresses (`localhost`:
-//! `::1` and `127.0.0.1`) is reached without a restart.
+//! `::1` and `127.0.0.1`) is reached without a restart. A comma-separated list of names
+//! (several reverse gateways) is tried in turn the same way: each reconnect moves on to
+//! the next name, so when one gateway stops answering the next one takes the streams.
 
 use crate::driver::Driver;
 use crate::RuntimeError;
@@ -25,6 +27,43 @@ pub type Lookup = Arc<
 /// The system resolver (`getaddrinfo` through tokio).
 pub fn system_lookup() -> Lookup {
     Arc::new(|name| Box::pin(async move { Ok(tokio::net::lookup_host(name).await?.collect()) }))
+}
+
+/// The names in a peer setting: one `HOST:PORT`, or a comma-separated list of them.
+pub fn peer_names(spec: &str) -> Vec<String> {
+    spec.split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Resolves every name of the peer setting `spec` once, for start-up (to pick the socket
+/// family and fail fast): the addresses of the first name, then those of the others.
+/// Names that do not resolve are skipped while one does (a backup gateway's name may be
+/// down now and come back).
+///
+/// # Errors
+/// [`RuntimeError::Resolve`] if no name resolves to an address (the first one's error).
+pub async fn resolve_any(spec: &str, lookup: &Lookup) -> Result<Vec<SocketAddr>, RuntimeError> {
+    let mut all = Vec::new();
+    let mut first_err = None;
+    for name in peer_names(spec) {
+        match resolve_all(&name, lookup).await {
+            Ok(a) => all.extend(a),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    match first_err {
+        Some(e) if all.is_empty() => Err(e),
+        _ if all.is_empty() => Err(RuntimeError::Resolve {
+            peer: spec.to_owned(),
+            reason: "no addresses".into(),
+        }),
+        _ => Ok(all),
+    }
 }
 
 /// Resolves `peer` once, for start-up (to pick the socket family and fail fast).
@@ -70,10 +109,13 @@ fn for_socket(addr: SocketAddr, ipv6_socket: bool) -> Option<SocketAddr> {
     }
 }
 
-/// The peer's name and the addresses of its last resolution not tried yet.
+/// The peer's names, the one being tried, and the addresses of its last resolution not
+/// tried yet.
 #[derive(Clone)]
 pub struct PeerResolver {
-    name: String,
+    names: Vec<String>,
+    /// Index in `names` of the name the untried addresses belong to.
+    current: usize,
     ipv6_socket: bool,
     lookup: Lookup,
     untried: VecDeque<SocketAddr>,
@@ -82,7 +124,8 @@ pub struct PeerResolver {
 impl fmt::Debug for PeerResolver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PeerResolver")
-            .field("name", &self.name)
+            .field("names", &self.names)
+            .field("current", &self.current)
             .field("ipv6_socket", &self.ipv6_socket)
             .field("untried", &self.untried)
             .finish_non_exhaustive()
@@ -90,27 +133,38 @@ impl fmt::Debug for PeerResolver {
 }
 
 impl PeerResolver {
-    /// A resolver for `name` (`host:port`) feeding a socket bound to `local`, starting
-    /// with the addresses of a resolution already made (`first`, possibly empty).
+    /// A resolver for `spec` (`host:port`, or a comma-separated list of them) feeding a
+    /// socket bound to `local`, starting with the addresses of a resolution of its first
+    /// name already made (`first`, possibly empty).
     pub fn new(
-        name: impl Into<String>,
+        spec: impl Into<String>,
         local: SocketAddr,
         lookup: Lookup,
         first: Vec<SocketAddr>,
     ) -> Self {
+        let spec = spec.into();
+        let mut names = peer_names(&spec);
+        if names.is_empty() {
+            names.push(spec);
+        }
         let mut r = PeerResolver {
-            name: name.into(),
+            names,
+            current: 0,
             ipv6_socket: local.is_ipv6(),
             lookup,
             untried: VecDeque::new(),
         };
         r.fill(first);
+        if r.untried.is_empty() {
+            // The first `next` moves on to the first name.
+            r.current = r.names.len() - 1;
+        }
         r
     }
 
-    /// The configured name.
+    /// The name being tried (or last tried).
     pub fn name(&self) -> &str {
-        &self.name
+        &self.names[self.current]
     }
 
     fn fill(&mut self, addrs: Vec<SocketAddr>) {
@@ -122,19 +176,22 @@ impl PeerResolver {
     }
 
     /// The next address to try: the next one of the last resolution, or, once all have
-    /// been tried, the first of a fresh resolution.
+    /// been tried, the first of a fresh resolution of the next name (the same name when
+    /// there is one).
     ///
     /// # Errors
-    /// If the name does not resolve, or to no address this socket can reach.
+    /// If that name does not resolve, or to no address this socket can reach (the next
+    /// call moves on to the following name).
     pub async fn next(&mut self) -> Result<SocketAddr, RuntimeError> {
         if self.untried.is_empty() {
-            let addrs = resolve_all(&self.name, &self.lookup).await?;
+            self.current = (self.current + 1) % self.names.len();
+            let addrs = resolve_all(&self.names[self.current], &self.lookup).await?;
             self.fill(addrs);
         }
         self.untried
             .pop_front()
             .ok_or_else(|| RuntimeError::Resolve {
-                peer: self.name.clone(),
+                peer: self.name().to_owned(),
                 reason: format!(
                     "no {} address (the tunnel socket is {})",
                     if self.ipv6_socket { "usable" } else { "IPv4" },
@@ -144,7 +201,8 @@ impl PeerResolver {
     }
 
     /// Forgets the rest of the last resolution: a session to it worked, so the next
-    /// reconnect resolves the name again (the peer may have moved since).
+    /// reconnect resolves again, the next name of a list (the gateway that just failed
+    /// may be down; with one name, the peer may have moved since).
     pub fn reset(&mut self) {
         self.untried.clear();
     }
@@ -223,6 +281,42 @@ mod tests {
         r.reset();
         assert_eq!(r.next().await.unwrap(), a("192.0.2.9:7000"));
         assert_eq!(*calls.lock().unwrap(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_list_of_gateways_is_tried_in_turn_and_a_reconnect_moves_on() {
+        let lookup: Lookup = Arc::new(|name: String| {
+            Box::pin(async move {
+                match name.as_str() {
+                    "gw1:7000" => Ok(vec![a("192.0.2.1:7000")]),
+                    "gw2:7000" => Ok(vec![a("192.0.2.2:7000"), a("192.0.2.22:7000")]),
+                    _ => Err(io::Error::other("no such host")),
+                }
+            })
+        });
+        let spec = "gw1:7000,down:7000,gw2:7000";
+        assert_eq!(
+            resolve_any(spec, &lookup).await.unwrap(),
+            vec![
+                a("192.0.2.1:7000"),
+                a("192.0.2.2:7000"),
+                a("192.0.2.22:7000")
+            ],
+            "a name that does not resolve is skipped at start-up"
+        );
+        let mut r = PeerResolver::new(spec, a("0.0.0.0:0"), lookup, Vec::new());
+        assert_eq!(r.next().await.unwrap(), a("192.0.2.1:7000"));
+        assert_eq!(r.name(), "gw1:7000");
+        r.reset(); // the session to gw1 worked, then gw1 stopped answering
+        assert!(r.next().await.is_err(), "the unresolvable name fails alone");
+        assert_eq!(r.next().await.unwrap(), a("192.0.2.2:7000"));
+        assert_eq!(r.name(), "gw2:7000");
+        assert_eq!(r.next().await.unwrap(), a("192.0.2.22:7000"));
+        assert_eq!(
+            r.next().await.unwrap(),
+            a("192.0.2.1:7000"),
+            "back to the first"
+        );
     }
 
     #[tokio::test]
