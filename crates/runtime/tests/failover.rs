@@ -1,5 +1,6 @@
 //! A forward given several reverse gateways (`peer = "A,B"`) moves on to the next one when
 //! the current one stops answering or goes away, and new streams keep working.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
 mod common;
 
