@@ -401,8 +401,7 @@ impl Decoder {
                 .map_or(id, |h| h.saturating_add(1))
                 .min(self.base + self.cap());
             self.known_above = (id..top).filter(|&i| self.is_known(i)).count() as u64;
-            while self.next_in_order < self.base + self.cap() && self.is_known(self.next_in_order)
-            {
+            while self.next_in_order < self.base + self.cap() && self.is_known(self.next_in_order) {
                 self.known_above = self.known_above.saturating_sub(1);
                 self.next_in_order += 1;
             }
