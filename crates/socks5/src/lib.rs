@@ -670,9 +670,15 @@ mod udp_tests {
         UdpHeader::encode(&addr, &mut out);
         out.extend_from_slice(b"payload");
         let h = UdpHeader::parse(&out).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((h.frag, &h.addr, &out[h.len..]), (0, &addr, &b"payload"[..]));
+        assert_eq!(
+            (h.frag, &h.addr, &out[h.len..]),
+            (0, &addr, &b"payload"[..])
+        );
         assert_eq!(UdpHeader::parse(&out[..5]), Err(UdpHeaderError::Short));
-        assert_eq!(UdpHeader::parse(&[0, 1, 0, 1, 0, 0, 0, 0, 0, 0]), Err(UdpHeaderError::Reserved));
+        assert_eq!(
+            UdpHeader::parse(&[0, 1, 0, 1, 0, 0, 0, 0, 0, 0]),
+            Err(UdpHeaderError::Reserved)
+        );
         assert_eq!(
             UdpHeader::parse(&[0, 0, 0, 9, 1, 2, 3, 4, 0, 53]),
             Err(UdpHeaderError::Address(Error::AddressTypeNotSupported(9)))
