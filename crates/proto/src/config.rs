@@ -1,7 +1,7 @@
 //! Transport parameters shared by both ends of a session.
 
 use crate::cc::ControllerKind;
-use crate::wire::{Params, KNOWN_FEATURES};
+use crate::wire::{Params, FEATURE_DATAGRAMS};
 use std::time::Duration;
 
 /// Tunables of the coded transport. The handshake carries the ones both ends must share
@@ -62,6 +62,17 @@ pub struct TransportConfig {
     /// Values above 0 buy delivery delay with bandwidth; 0.9 was built in before this
     /// setting existed. Not finite counts as 0.
     pub proactive_repair: f64,
+    /// Whether this end takes and sends datagrams (issue 27; the handshake's datagram
+    /// feature bit): a session has them only if both ends do.
+    pub datagrams: bool,
+    /// How long a datagram may wait for its first transmission or for repairs, beyond a
+    /// quarter of the smoothed RTT: one queued longer is dropped, and repairs cover only
+    /// the datagrams sent within it (a lost one is recovered from them or given up; none
+    /// is retransmitted).
+    pub datagram_deadline: Duration,
+    /// Datagrams queued per direction at most, to send and received but not yet read;
+    /// beyond it the oldest is dropped (counted).
+    pub datagram_queue: usize,
 }
 
 impl Default for TransportConfig {
@@ -85,6 +96,9 @@ impl Default for TransportConfig {
             initial_window: 32,
             handshake_train: 16,
             proactive_repair: 0.0,
+            datagrams: true,
+            datagram_deadline: Duration::from_millis(50),
+            datagram_queue: 256,
         }
     }
 }
@@ -98,7 +112,7 @@ impl TransportConfig {
             window: u32::try_from(self.window).unwrap_or(u32::MAX),
             stream_window: self.stream_window,
             session_window: self.session_window,
-            features: KNOWN_FEATURES,
+            features: if self.datagrams { FEATURE_DATAGRAMS } else { 0 },
         }
     }
 
@@ -108,6 +122,7 @@ impl TransportConfig {
             window: usize::try_from(p.window).unwrap_or(usize::MAX),
             stream_window: p.stream_window,
             session_window: p.session_window,
+            datagrams: p.features & FEATURE_DATAGRAMS != 0,
             ..self.clone()
         }
     }

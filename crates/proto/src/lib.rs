@@ -39,6 +39,7 @@ mod cc;
 pub mod config;
 pub mod connection;
 pub mod crypto;
+mod datagram;
 pub mod endpoint;
 mod estimate;
 // Its parser is public only for fuzzing; without the feature its `pub` items are the
@@ -60,6 +61,7 @@ pub use connection::{
     Connection, ConnectionError, ConnectionStats, Event, Side, StreamApiError, Transmit,
 };
 pub use crypto::Psk;
+pub use datagram::{DatagramError, DatagramStats};
 pub use endpoint::{ConnectionHandle, DropCounters, Endpoint, EndpointConfig};
 pub use frame::{OpenResult, StreamId, Target};
 pub use stream::ReadOutcome;

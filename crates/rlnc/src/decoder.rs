@@ -387,6 +387,28 @@ impl Decoder {
         }
     }
 
+    /// Gives up every symbol below `id`, known or not: the sender will never send or
+    /// reference them again (unreliable traffic past its deadline). Unknown ones are lost
+    /// for good, held equations pivoted on them are dropped, and the in-order frontier
+    /// moves to `id` (then past what is already known above it). Symbols already released
+    /// but not yet taken by [`Decoder::poll_decoded`] are still handed out.
+    pub fn give_up_below(&mut self, id: SymbolId) {
+        if id > self.next_in_order {
+            self.rows.retain(|&pivot, _| pivot >= id);
+            self.next_in_order = id;
+            let top = self
+                .highest
+                .map_or(id, |h| h.saturating_add(1))
+                .min(self.base + self.cap());
+            self.known_above = (id..top).filter(|&i| self.is_known(i)).count() as u64;
+            while self.next_in_order < self.base + self.cap() && self.is_known(self.next_in_order) {
+                self.known_above = self.known_above.saturating_sub(1);
+                self.next_in_order += 1;
+            }
+        }
+        self.retire_below(id);
+    }
+
     /// Forgets symbols below `id`: the sender will never reference them again. Never goes
     /// past an unknown symbol or one not yet handed out by [`Decoder::poll_decoded`].
     pub fn retire_below(&mut self, id: SymbolId) {

@@ -280,3 +280,48 @@ fn recoded_symbols_decode() {
         assert_eq!(got[i].as_ref(), Some(d));
     }
 }
+
+/// Giving up on lost symbols moves the frontier past them, keeps decoding what comes
+/// after, and never releases a given-up symbol or blocks the window.
+#[test]
+fn give_up_skips_lost_symbols_and_keeps_decoding() {
+    let cfg = CodecConfig {
+        symbol_size: 128,
+        window: 16,
+    };
+    let mut enc = Encoder::new(CodecConfig { window: 8, ..cfg });
+    let mut dec = Decoder::new(cfg);
+    let mut out = vec![0u8; cfg.symbol_size];
+    let mut released = Vec::new();
+    for round in 0..40u64 {
+        if enc.is_full() {
+            enc.retire_through(enc.first_id());
+        }
+        let id = enc.push(&[round as u8; 10]).unwrap();
+        assert_eq!(id, round);
+        // Every third symbol is lost and never repaired: given up once the sender's
+        // window has moved past it.
+        if round % 3 != 1 {
+            dec.receive_source(id, &[round as u8; 10]).unwrap();
+        }
+        dec.give_up_below(enc.first_id());
+        while let Some((i, p)) = dec.poll_decoded() {
+            assert_eq!(p, &[i as u8; 10][..]);
+            released.push(i);
+        }
+    }
+    // 0..40 less the 13 lost; the window is 32..40.
+    assert_eq!(released.len(), 27);
+    assert_eq!(dec.status().next_in_order, 34);
+    // 34 and 37 are missing in the live window: two repairs over it decode both.
+    let first = enc.first_id();
+    let count = (enc.next_id() - first) as u16;
+    for _ in 0..2 {
+        let h = enc.repair(first, count, &mut out).unwrap();
+        assert_eq!(dec.receive_repair(&h, &out), Ok(Received::New));
+    }
+    let mut got: Vec<u64> = std::iter::from_fn(|| dec.poll_decoded().map(|(i, _)| i)).collect();
+    got.sort_unstable();
+    assert_eq!(got, vec![34, 37]);
+    assert_eq!(dec.status().next_in_order, 40);
+}

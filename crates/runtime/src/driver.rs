@@ -52,6 +52,8 @@ pub(crate) struct Inner {
     pub(crate) lost: HashMap<ConnectionHandle, ConnectionError>,
     /// Process-wide counters that outlive sessions (see `metrics`).
     pub(crate) totals: crate::metrics::Totals,
+    /// Issue 27 hook: where received datagrams go (`crate::datagram`).
+    pub(crate) datagrams: crate::datagram::Inbox,
 }
 
 /// Handle to a running driver.
@@ -121,6 +123,7 @@ impl Driver {
                 wakers: Wakers::default(),
                 lost: HashMap::new(),
                 totals: crate::metrics::Totals::default(),
+                datagrams: crate::datagram::Inbox::default(),
             }),
             wake: Notify::new(),
             local_addr,
@@ -382,6 +385,8 @@ fn route_events(
                     w.wake();
                 }
             }
+            // Issue 27 hook: received datagrams go to the role's datagram relay.
+            Event::DatagramReceived => crate::datagram::on_received(inner, h),
             Event::ConnectionLost(err) => {
                 if matches!(
                     err,

@@ -166,6 +166,11 @@ pub async fn serve(
         current_tx,
         shutdown.clone(),
     ));
+    // Issue 27: SOCKS UDP ASSOCIATE, when the session may carry datagrams.
+    let udp = settings
+        .transport
+        .datagrams
+        .then(|| crate::datagram::start_forward(&driver));
     let mut tasks = JoinSet::new();
     loop {
         tokio::select! {
@@ -181,8 +186,9 @@ pub async fn serve(
                 let driver = driver.clone();
                 let (settings, auth) = (settings.clone(), auth.clone());
                 let current = current.clone();
+                let udp = udp.clone();
                 tasks.spawn(async move {
-                    if let Err(e) = handle_client(tcp, from, driver, &settings, &auth, current).await {
+                    if let Err(e) = handle_client(tcp, from, driver, &settings, &auth, current, udp).await {
                         tracing::debug!(%from, error = %e, "client connection ended with error");
                     }
                 });
@@ -257,11 +263,12 @@ async fn handle_client(
     settings: &ForwardSettings,
     auth: &Live<SocksAuth>,
     current: watch::Receiver<Tunnel>,
+    udp: Option<Arc<crate::datagram::ForwardFlows>>,
 ) -> io::Result<()> {
     let _ = tcp.set_nodelay(true);
     let req = match tokio::time::timeout(
         settings.handshake_timeout,
-        socks::accept(&mut tcp, &auth.load()),
+        socks::accept(&mut tcp, &auth.load(), udp.is_some()),
     )
     .await
     {
@@ -292,6 +299,13 @@ async fn handle_client(
             return Ok(());
         }
     };
+    if let (true, Some(flows)) = (req.udp_associate, udp) {
+        let hint = match &req.target {
+            ctcp_proto::Target::Ip(a) => ctcp_socks5::TargetAddr::Ip(*a),
+            ctcp_proto::Target::Domain(h, p) => ctcp_socks5::TargetAddr::Domain(h.clone(), *p),
+        };
+        return crate::datagram::associate(tcp, from, hint, driver, session, flows).await;
+    }
     let (mut stream, result) = match TunnelStream::open(&driver, session, req.target.clone()) {
         Ok(x) => x,
         Err(e) => {

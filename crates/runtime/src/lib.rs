@@ -6,6 +6,7 @@
 pub mod acl;
 pub mod app;
 pub mod clock;
+pub mod datagram;
 mod drain;
 pub mod driver;
 pub mod forward;

@@ -33,6 +33,14 @@ pub(crate) async fn serve(
     next: Option<NextHop>,
     mut shutdown: watch::Receiver<bool>,
 ) -> io::Result<()> {
+    // Issue 27: one UDP socket per datagram flow, under the same ACL.
+    if settings.transport.datagrams && next.is_none() {
+        crate::datagram::start_reverse(
+            &driver,
+            acl.clone(),
+            crate::datagram::FlowLimits::default(),
+        );
+    }
     let mut tasks = JoinSet::new();
     loop {
         tokio::select! {

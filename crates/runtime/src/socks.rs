@@ -18,6 +18,9 @@ pub struct SocksRequest {
     pub target: Target,
     /// Bytes the client sent after its request (pipelined application data).
     pub early_data: Vec<u8>,
+    /// A UDP ASSOCIATE (issue 27) rather than a CONNECT: `target` is where the client
+    /// will send its datagrams from (or zeros).
+    pub udp_associate: bool,
 }
 
 /// Why a SOCKS handshake produced no request.
@@ -75,8 +78,12 @@ const MAX_HANDSHAKE: usize = 2048;
 ///
 /// # Errors
 /// I/O errors, EOF before the request, or a protocol violation.
-pub async fn accept(tcp: &mut TcpStream, auth: &SocksAuth) -> Result<SocksRequest, AcceptError> {
-    let mut hs = ServerHandshake::new(auth.clone());
+pub async fn accept(
+    tcp: &mut TcpStream,
+    auth: &SocksAuth,
+    udp: bool,
+) -> Result<SocksRequest, AcceptError> {
+    let mut hs = ServerHandshake::new(auth.clone()).with_udp_associate(udp);
     let mut buf = Vec::with_capacity(512);
     let mut chunk = [0u8; 1024];
     loop {
@@ -106,6 +113,7 @@ pub async fn accept(tcp: &mut TcpStream, auth: &SocksAuth) -> Result<SocksReques
                     return Ok(SocksRequest {
                         target,
                         early_data: buf,
+                        udp_associate: req.command == ctcp_socks5::Command::UdpAssociate,
                     });
                 }
             }

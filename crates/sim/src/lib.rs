@@ -78,6 +78,7 @@
 #![deny(unsafe_code)]
 
 pub mod ctcp;
+pub mod datagram;
 mod link;
 mod node;
 mod nodes;

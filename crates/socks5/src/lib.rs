@@ -181,7 +181,9 @@ pub enum Command {
 /// A complete client request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
-    /// Always [`Command::Connect`]: other commands end the handshake with an error.
+    /// [`Command::Connect`], or [`Command::UdpAssociate`] when the handshake takes it
+    /// (then `target` is where the client will send its datagrams from, or zeros):
+    /// other commands end the handshake with an error.
     pub command: Command,
     /// Where to connect.
     pub target: TargetAddr,
@@ -297,6 +299,7 @@ pub struct ServerHandshake {
     policy: AuthPolicy,
     state: State,
     user: Option<String>,
+    udp_associate: bool,
 }
 
 impl ServerHandshake {
@@ -306,7 +309,16 @@ impl ServerHandshake {
             policy,
             state: State::Greeting,
             user: None,
+            udp_associate: false,
         }
+    }
+
+    /// Also takes UDP ASSOCIATE (RFC 1928 §7) requests; without this they are refused
+    /// with "command not supported".
+    #[must_use]
+    pub fn with_udp_associate(mut self, on: bool) -> Self {
+        self.udp_associate = on;
+        self
     }
 
     /// Consumes as much of `input` as forms complete messages.
@@ -409,6 +421,7 @@ impl ServerHandshake {
                     self.state = State::Done;
                     let command = match cmd {
                         0x01 => Command::Connect,
+                        0x03 if self.udp_associate => Command::UdpAssociate,
                         other => return Err(Error::CommandNotSupported(other)),
                     };
                     step.request = Some(Request {
@@ -588,5 +601,99 @@ mod tests {
             );
             assert_eq!(TargetAddr::decode(&out[..out.len() - 1]).unwrap(), None);
         }
+    }
+}
+
+/// The header of a datagram relayed under UDP ASSOCIATE (RFC 1928 §7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UdpHeader {
+    /// Fragment number (0: a whole datagram).
+    pub frag: u8,
+    /// Destination (client → server) or source (server → client).
+    pub addr: TargetAddr,
+    /// Header length: the payload starts here.
+    pub len: usize,
+}
+
+/// Why a relayed datagram's header was refused.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum UdpHeaderError {
+    /// Shorter than its header.
+    #[error("datagram shorter than its SOCKS header")]
+    Short,
+    /// The reserved bytes are not zero.
+    #[error("reserved bytes not zero")]
+    Reserved,
+    /// An address type RFC 1928 does not define, or a bad name.
+    #[error("bad address: {0}")]
+    Address(Error),
+}
+
+impl UdpHeader {
+    /// Parses `RSV(2) FRAG(1) ATYP DST.ADDR DST.PORT` at the start of `buf`.
+    ///
+    /// # Errors
+    /// See [`UdpHeaderError`].
+    pub fn parse(buf: &[u8]) -> Result<UdpHeader, UdpHeaderError> {
+        if buf.len() < 4 {
+            return Err(UdpHeaderError::Short);
+        }
+        if buf[0] != 0 || buf[1] != 0 {
+            return Err(UdpHeaderError::Reserved);
+        }
+        match TargetAddr::decode(&buf[3..]) {
+            Ok(Some((addr, used))) => Ok(UdpHeader {
+                frag: buf[2],
+                addr,
+                len: 3 + used,
+            }),
+            Ok(None) => Err(UdpHeaderError::Short),
+            Err(e) => Err(UdpHeaderError::Address(e)),
+        }
+    }
+
+    /// Appends a whole-datagram header (FRAG 0) for `addr`.
+    pub fn encode(addr: &TargetAddr, out: &mut Vec<u8>) {
+        out.extend_from_slice(&[0, 0, 0]);
+        addr.encode(out);
+    }
+}
+
+#[cfg(test)]
+mod udp_tests {
+    use super::*;
+
+    #[test]
+    fn udp_header_round_trips_and_refuses_bad_input() {
+        let mut out = Vec::new();
+        let addr = TargetAddr::Ip("192.0.2.1:53".parse().unwrap_or_else(|_| unreachable!()));
+        UdpHeader::encode(&addr, &mut out);
+        out.extend_from_slice(b"payload");
+        let h = UdpHeader::parse(&out).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (h.frag, &h.addr, &out[h.len..]),
+            (0, &addr, &b"payload"[..])
+        );
+        assert_eq!(UdpHeader::parse(&out[..5]), Err(UdpHeaderError::Short));
+        assert_eq!(
+            UdpHeader::parse(&[0, 1, 0, 1, 0, 0, 0, 0, 0, 0]),
+            Err(UdpHeaderError::Reserved)
+        );
+        assert_eq!(
+            UdpHeader::parse(&[0, 0, 0, 9, 1, 2, 3, 4, 0, 53]),
+            Err(UdpHeaderError::Address(Error::AddressTypeNotSupported(9)))
+        );
+        let frag = [0, 0, 1, 1, 1, 2, 3, 4, 0, 53];
+        assert_eq!(UdpHeader::parse(&frag).map(|h| h.frag), Ok(1));
+    }
+
+    #[test]
+    fn udp_associate_only_when_enabled() {
+        let req = [5, 1, 0, 5, 3, 0, 1, 0, 0, 0, 0, 0, 0];
+        let mut off = ServerHandshake::new(AuthPolicy::NoAuth);
+        assert!(off.feed(&req).is_err());
+        let mut on = ServerHandshake::new(AuthPolicy::NoAuth).with_udp_associate(true);
+        let step = on.feed(&req).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(step.request.map(|r| r.command), Some(Command::UdpAssociate));
     }
 }

@@ -17,6 +17,7 @@
 use crate::cc::{new_controller, CcConfig, Controller};
 use crate::config::TransportConfig;
 use crate::crypto::{PacketKey, Psk, ReplayWindow};
+use crate::datagram::Datagrams;
 use crate::estimate::loss::LossEstimator;
 use crate::estimate::reorder::ReorderEstimator;
 use crate::frame::{OpenResult, StreamId, Target};
@@ -36,6 +37,7 @@ use std::time::Instant;
 use thiserror::Error;
 
 mod ack;
+mod datagram;
 mod handshake;
 mod receive;
 mod recovery;
@@ -144,6 +146,9 @@ pub enum Event {
     StreamReadable(StreamId),
     /// A stream that refused a write can take more.
     StreamWritable(StreamId),
+    /// Datagrams arrived: read them with [`Connection::poll_datagram`] (sent when the
+    /// inbox turns non-empty).
+    DatagramReceived,
     /// The session ended; no further events follow.
     ConnectionLost(ConnectionError),
 }
@@ -299,6 +304,8 @@ pub struct Connection {
     bufs: Buffers,
     recv: Receiver,
     streams: Streams,
+    /// Datagrams (issue 27): queues, their coder, counters.
+    dgram: Datagrams,
     events: VecDeque<Event>,
     stats: ConnectionStats,
 }
@@ -368,6 +375,7 @@ impl Connection {
             bufs: Buffers::new(config.symbol_size),
             recv: Receiver::new(&config, now),
             streams: Streams::new(side, conn_id, &config),
+            dgram: Datagrams::new(config.symbol_size),
             events: VecDeque::new(),
             stats: ConnectionStats::default(),
             config,

@@ -74,7 +74,9 @@ impl Connection {
     fn on_chunks(&mut self, now: Instant, plain: &[u8]) -> Option<bool> {
         let mut eliciting = false;
         let expected_id = self.recv.decoder.next_in_order();
-        for chunk in Chunks::new(plain, self.config.symbol_size, expected_id) {
+        let chunks = Chunks::new(plain, self.config.symbol_size, expected_id)
+            .with_datagram_base(self.dgram.expected_id()); // issue 27 hook
+        for chunk in chunks {
             let Ok(chunk) = chunk else {
                 tracing::debug!(
                     conn = self.conn_id,
@@ -97,6 +99,15 @@ impl Connection {
                     }
                 }
                 Chunk::Ping => eliciting = true,
+                // Issue 27 hook: datagrams (connection/datagram.rs).
+                Chunk::Datagram { id, payload } => {
+                    eliciting = true;
+                    self.on_datagram(id, payload);
+                }
+                Chunk::DatagramRepair { header, data } => {
+                    eliciting = true;
+                    self.on_datagram_repair(&header, data);
+                }
                 Chunk::Close { code, reason } => {
                     let reason = String::from_utf8_lossy(reason).into_owned();
                     self.lose(ConnectionError::PeerClosed { code, reason });

@@ -69,6 +69,7 @@ impl Connection {
         add(self.recv.ack.deadline.filter(|_| self.recv.ack.pending));
         add(self.timers.loss_time);
         add(self.timers.pacer_wakeup);
+        add(self.datagram_wakeup()); // issue 27 hook
         add(self.hs.probe_deadline());
         if self.tail_unresolved() {
             add(self.timers.last_ack_eliciting_sent.map(|s| s + self.pto()));

@@ -101,6 +101,10 @@ impl Connection {
         } else {
             None
         };
+        // Issue 27 hook: datagrams go first within the window (connection/datagram.rs).
+        if let Some(t) = self.poll_datagram_transmit(now, buf, cwnd_open && paced_ok) {
+            return Some(t);
+        }
         let probe = self.timers.pto_count > 0 && self.repair.owes();
         let can_send = (cwnd_open && paced_ok) || probe;
         let have_unacked = !self.encoder.is_empty();
@@ -152,7 +156,7 @@ impl Connection {
         }
     }
 
-    fn begin_packet(&mut self, buf: &mut Vec<u8>) {
+    pub(super) fn begin_packet(&mut self, buf: &mut Vec<u8>) {
         DataHeader {
             conn_id: self.conn_id,
             pn: self.sent.next_pn(),
@@ -163,7 +167,7 @@ impl Connection {
     /// Appends the pending ACK if it fits in a packet that will hold `body` more bytes of
     /// chunks: full-size repairs leave no room for one (the ACK then rides the next source
     /// packet, or goes alone when nothing else is to be sent).
-    fn emit_ack_if_fits(&mut self, now: Instant, buf: &mut Vec<u8>, body: usize) {
+    pub(super) fn emit_ack_if_fits(&mut self, now: Instant, buf: &mut Vec<u8>, body: usize) {
         let Some(ack) = self.pending_ack(now) else {
             return;
         };
@@ -189,7 +193,7 @@ impl Connection {
         self.recv.ack.on_sent();
     }
 
-    fn finish_packet(
+    pub(super) fn finish_packet(
         &mut self,
         now: Instant,
         buf: &mut Vec<u8>,

@@ -138,6 +138,20 @@ impl LossEstimator {
         }
     }
 
+    /// Steady loss rate for forward erasure coding (datagrams, issue 27): the long-term
+    /// rate while the short one stays within 2σ of it (its sampling noise: taking the
+    /// larger of the two, as [`LossEstimator::p`] does, pays for that noise in repairs),
+    /// the short one once it leaves that band (a real change).
+    pub(crate) fn steady(&self) -> f64 {
+        let l = self.long;
+        let sigma = (l * (1.0 - l) * SHORT_MU / (2.0 - SHORT_MU)).sqrt();
+        if (self.short - l).abs() > 2.0 * sigma {
+            self.short
+        } else {
+            l
+        }
+    }
+
     /// `p_GB = n(recv→lost)/n(recv)`; 0 before any delivered transmission was followed.
     pub(crate) fn p_gb(&self) -> f64 {
         if self.from_recv > 0.0 {

@@ -1,6 +1,7 @@
 //! Data packets: the header (the AEAD's associated data) and the chunks of the sealed
 //! payload (ACK, SOURCE, REPAIR, PING, CLOSE, PADDING).
 
+use super::datagram::{parse_datagram_chunk, CHUNK_DATAGRAM, CHUNK_DATAGRAM_REPAIR};
 use super::{
     expand_u24, low24_le, put_varint, varint_len, Reader, WireError, TYPE_ACCEPT, TYPE_DATA,
     TYPE_INITIATE, TYPE_REJECT, TYPE_RESET,
@@ -274,6 +275,21 @@ pub enum Chunk<'a> {
         /// The coded bytes (one full symbol).
         data: &'a [u8],
     },
+    /// A datagram (unreliable; its own symbol ids, see `wire::datagram`).
+    Datagram {
+        /// Datagram symbol id.
+        id: SymbolId,
+        /// The datagram.
+        payload: &'a [u8],
+    },
+    /// A repair over datagram symbols; `data` may be shorter than a symbol (the rest is
+    /// zero).
+    DatagramRepair {
+        /// Which datagram symbols and coefficients.
+        header: RepairHeader,
+        /// The coded bytes, cut after the last non-zero one.
+        data: &'a [u8],
+    },
     /// Asks the peer to acknowledge.
     Ping,
     /// The sender closes the connection.
@@ -291,6 +307,8 @@ pub struct Chunks<'a> {
     r: Reader<'a>,
     symbol_size: usize,
     expected_id: SymbolId,
+    /// The datagram decoder's frontier, for datagram ids (issue 27).
+    datagram_expected: SymbolId,
 }
 
 impl<'a> Chunks<'a> {
@@ -306,7 +324,16 @@ impl<'a> Chunks<'a> {
             r: Reader::new(payload),
             symbol_size,
             expected_id,
+            datagram_expected: 0,
         }
+    }
+
+    /// Reconstructs datagram ids around `expected` (the datagram decoder's frontier), as
+    /// stream ids are around `expected_id`.
+    #[must_use]
+    pub fn with_datagram_base(mut self, expected: SymbolId) -> Self {
+        self.datagram_expected = expected;
+        self
     }
 }
 
@@ -373,14 +400,11 @@ impl<'a> Iterator for Chunks<'a> {
                     })
                 })(),
                 CHUNK_PING => Ok(Chunk::Ping),
-                CHUNK_CLOSE => (|| {
-                    let code = self.r.u16("close code")?;
-                    let len = self.r.u8("close reason len")? as usize;
-                    Ok(Chunk::Close {
-                        code,
-                        reason: self.r.bytes(len, "close reason")?,
-                    })
-                })(),
+                // Issue 27: datagram chunks (`wire::datagram`).
+                CHUNK_DATAGRAM | CHUNK_DATAGRAM_REPAIR => {
+                    parse_datagram_chunk(ty, &mut self.r, self.symbol_size, self.datagram_expected)
+                }
+                CHUNK_CLOSE => parse_close(&mut self.r),
                 value => Err(WireError::UnknownType {
                     what: "chunk",
                     value,
@@ -393,6 +417,16 @@ impl<'a> Iterator for Chunks<'a> {
             return Some(res);
         }
     }
+}
+
+/// Parses a CLOSE chunk's body: code, reason length, reason.
+fn parse_close<'a>(r: &mut Reader<'a>) -> Result<Chunk<'a>, WireError> {
+    let code = r.u16("close code")?;
+    let len = r.u8("close reason len")? as usize;
+    Ok(Chunk::Close {
+        code,
+        reason: r.bytes(len, "close reason")?,
+    })
 }
 
 /// Appends a SOURCE chunk (the low 24 bits of `id`; see [`Chunks::new`]).

@@ -176,10 +176,18 @@ impl Accept {
     }
 }
 
-/// Protocol feature bits a peer may announce in [`Params::features`]. None are defined
-/// yet; a server refuses an INITIATE that sets a bit it does not know, since a feature
-/// bit means "I will send things you must understand".
-pub const KNOWN_FEATURES: u32 = 0;
+/// Feature bit: the sender takes and sends datagrams (DATAGRAM and DATAGRAM_REPAIR
+/// chunks, issue 27). Optional: a session has datagrams only if both ends set it.
+pub const FEATURE_DATAGRAMS: u32 = 1;
+
+/// Protocol feature bits a peer may announce in [`Params::features`]. A server refuses
+/// an INITIATE that sets a bit it does not know, since a feature bit means "I will send
+/// things you must understand".
+pub const KNOWN_FEATURES: u32 = FEATURE_DATAGRAMS;
+
+/// The known features a session may run without: they are negotiated to the bits both
+/// ends set, where every other bit must match.
+pub const OPTIONAL_FEATURES: u32 = FEATURE_DATAGRAMS;
 
 /// The transport parameters both ends of a session must share, carried in INITIATE,
 /// ACCEPT and an authenticated REJECT (all MAC'd, so they cannot be altered on the path).
@@ -245,7 +253,9 @@ impl Params {
                 peer: peer.symbol_size.into(),
             });
         }
-        if peer.features & !KNOWN_FEATURES != 0 || self.features != peer.features {
+        if peer.features & !KNOWN_FEATURES != 0
+            || (self.features ^ peer.features) & !OPTIONAL_FEATURES != 0
+        {
             return Err(ParamMismatch {
                 parameter: "features",
                 ours: self.features.into(),
@@ -274,7 +284,7 @@ impl Params {
             window: self.window.min(peer.window),
             stream_window: self.stream_window.min(peer.stream_window),
             session_window: self.session_window.min(peer.session_window),
-            features: self.features,
+            features: self.features & (peer.features | !OPTIONAL_FEATURES),
         })
     }
 }

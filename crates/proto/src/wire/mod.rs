@@ -8,6 +8,7 @@
 use thiserror::Error;
 
 mod data;
+mod datagram;
 mod handshake;
 #[cfg(test)]
 mod tests;
@@ -18,13 +19,18 @@ pub use self::data::{
     CHUNK_CLOSE, CHUNK_PADDING, CHUNK_PING, CHUNK_REPAIR, CHUNK_SOURCE, CHUNK_SOURCE_LAST,
     MAX_LATE, REPAIR_HEADER_LEN, SOURCE_HEADER_LEN, SOURCE_LAST_HEADER_LEN, SYMBOL_ID_LEN,
 };
+pub use self::datagram::{
+    emit_datagram, emit_datagram_repair, CHUNK_DATAGRAM, CHUNK_DATAGRAM_REPAIR,
+    DATAGRAM_HEADER_LEN, DATAGRAM_REPAIR_HEADER_LEN, DATAGRAM_REPAIR_MAX_COUNT,
+};
 pub use self::handshake::{
-    Accept, Initiate, ParamMismatch, Params, Reject, RejectReason, Reset, KNOWN_FEATURES,
+    Accept, Initiate, ParamMismatch, Params, Reject, RejectReason, Reset, FEATURE_DATAGRAMS,
+    KNOWN_FEATURES, OPTIONAL_FEATURES,
 };
 
 /// Protocol version carried in the handshake; a peer of another version is refused (the
 /// history is in docs/PROTOCOL.md, "Versions").
-pub const VERSION: u8 = 6;
+pub const VERSION: u8 = 7;
 
 /// Packet type: client → server handshake request.
 pub const TYPE_INITIATE: u8 = 0x01;

@@ -272,11 +272,66 @@ fn params_negotiate_windows_down_and_refuse_a_symbol_size_mismatch() {
             peer: 1280
         })
     );
-    let featured = Params {
-        features: 1,
+    // An unknown feature bit is refused; the datagram bit is optional and negotiated to
+    // what both ends set.
+    let unknown = Params {
+        features: 1 << 7,
         ..ours
     };
-    assert_eq!(ours.negotiate(&featured).unwrap_err().parameter, "features");
+    assert_eq!(ours.negotiate(&unknown).unwrap_err().parameter, "features");
+    let with = Params {
+        features: FEATURE_DATAGRAMS,
+        ..ours
+    };
+    let without = Params {
+        features: 0,
+        ..ours
+    };
+    assert_eq!(with.negotiate(&with).unwrap().features, FEATURE_DATAGRAMS);
+    assert_eq!(with.negotiate(&without).unwrap().features, 0);
+    assert_eq!(without.negotiate(&with).unwrap().features, 0);
+}
+
+#[test]
+fn datagram_chunks_round_trip_and_refuse_bad_lengths() {
+    use ctcp_rlnc::{Coefficients, RepairHeader};
+    let mut out = Vec::new();
+    emit_datagram(&mut out, 0x0100_0005, b"hello");
+    let got: Vec<_> = Chunks::new(&out, 64, 0)
+        .with_datagram_base(0x0100_0000)
+        .collect();
+    assert_eq!(
+        got,
+        vec![Ok(Chunk::Datagram {
+            id: 0x0100_0005,
+            payload: b"hello"
+        })]
+    );
+    let header = RepairHeader {
+        first: 7,
+        count: 3,
+        coefficients: Coefficients::Key(42),
+    };
+    out.clear();
+    emit_datagram_repair(&mut out, &header, &[1, 2, 3, 4]);
+    assert_eq!(out.len(), DATAGRAM_REPAIR_HEADER_LEN + 4);
+    let got: Vec<_> = Chunks::new(&out, 64, 0).collect();
+    assert_eq!(
+        got,
+        vec![Ok(Chunk::DatagramRepair {
+            header,
+            data: &[1, 2, 3, 4]
+        })]
+    );
+    // A datagram longer than a symbol, a repair of count 0 or longer than a symbol.
+    out.clear();
+    emit_datagram(&mut out, 1, &[0; 63]);
+    assert!(Chunks::new(&out, 64, 0).next().unwrap().is_err());
+    let bad = [CHUNK_DATAGRAM_REPAIR, 0, 0, 0, 0, 1, 0, 9, 9];
+    assert!(Chunks::new(&bad, 64, 0).next().unwrap().is_err());
+    let mut long = vec![CHUNK_DATAGRAM_REPAIR, 0, 0, 0, 1, 1, 0];
+    long.extend_from_slice(&[0; 65]);
+    assert!(Chunks::new(&long, 64, 0).next().unwrap().is_err());
 }
 
 #[test]

@@ -1,0 +1,114 @@
+//! Unit tests of the datagram part alone (no session).
+
+use super::*;
+
+const S: usize = 256;
+
+#[allow(clippy::disallowed_methods)] // a fixed base instant for the tests
+fn t0() -> Instant {
+    Instant::now()
+}
+
+#[test]
+fn queue_drops_oldest_and_expires() {
+    let mut d = Datagrams::new(S);
+    let now = t0();
+    for i in 0..5u8 {
+        d.push(now, &[i], 3);
+    }
+    assert_eq!(d.stats.queue_dropped, 2);
+    let deadline = Duration::from_millis(50);
+    // Blocked by the window: nothing leaves, nothing expires yet.
+    assert!(d.poll_next(now, false, 0.0, deadline).is_none());
+    match d.poll_next(now, true, 0.0, deadline) {
+        Some(Next::Source(0, data)) => assert_eq!(data, vec![2]),
+        other => panic!("{other:?}"),
+    }
+    // The other two wait past the deadline and are dropped.
+    assert!(d
+        .poll_next(now + Duration::from_millis(60), true, 0.0, deadline)
+        .is_none());
+    assert_eq!(d.stats.expired, 2);
+}
+
+#[test]
+fn repairs_follow_the_rate_and_recover_losses() {
+    let mut tx = Datagrams::new(S);
+    let mut rx = Datagrams::new(S);
+    let mut now = t0();
+    let deadline = Duration::from_millis(100);
+    let mut delivered = Vec::new();
+    let (mut sources, mut repairs) = (0, 0);
+    for i in 0..200u32 {
+        tx.push(now, &i.to_le_bytes(), 16);
+        while let Some(next) = tx.poll_next(now, true, 0.25, deadline) {
+            match next {
+                Next::Source(id, data) => {
+                    sources += 1;
+                    // Every fifth datagram is lost.
+                    if i % 5 != 3 {
+                        rx.on_source(id, &data, 1024);
+                    }
+                }
+                Next::Repair(h) => {
+                    repairs += 1;
+                    let data = tx.repair_data().to_vec();
+                    assert_eq!(data.len(), 6, "cut to the longest coded form");
+                    rx.on_repair(&h, &data, 1024);
+                }
+            }
+        }
+        while let Some(p) = rx.pop() {
+            delivered.push(u32::from_le_bytes(p.try_into().unwrap()));
+        }
+        now += Duration::from_millis(5);
+    }
+    assert_eq!(sources, 200);
+    assert!((48..=52).contains(&repairs), "{repairs} repairs");
+    delivered.sort_unstable();
+    // All but (at most) the last few, whose repairs had not come yet.
+    assert!(delivered.len() >= 197, "{} delivered", delivered.len());
+    assert!(rx.stats.recovered >= 37);
+}
+
+#[test]
+fn unprotected_datagrams_get_a_flush_repair() {
+    let mut d = Datagrams::new(S);
+    let now = t0();
+    let deadline = Duration::from_millis(80);
+    d.push(now, b"voice", 16);
+    assert!(matches!(
+        d.poll_next(now, true, 0.3, deadline),
+        Some(Next::Source(..))
+    ));
+    assert!(d.poll_next(now, true, 0.3, deadline).is_none());
+    assert_eq!(d.wakeup, Some(now + deadline / 4));
+    assert!(matches!(
+        d.poll_next(now + deadline / 4, true, 0.3, deadline),
+        Some(Next::Repair(_))
+    ));
+    assert_eq!(d.wakeup, None);
+}
+
+#[test]
+fn receiver_gives_up_and_keeps_delivering() {
+    let mut tx = Datagrams::new(S);
+    let mut rx = Datagrams::new(S);
+    let now = t0();
+    let deadline = Duration::from_millis(100);
+    let mut got = 0;
+    // No repairs at all; half the datagrams lost, far more than the window.
+    for i in 0..1000u32 {
+        tx.push(now, &i.to_le_bytes(), 16);
+        if let Some(Next::Source(id, data)) = tx.poll_next(now, true, 0.0, deadline) {
+            if i % 2 == 0 {
+                rx.on_source(id, &data, 16);
+            }
+        }
+        while rx.pop().is_some() {
+            got += 1;
+        }
+    }
+    assert_eq!(got, 500);
+    assert_eq!(rx.stats.inbox_dropped, 0);
+}

@@ -1,0 +1,434 @@
+//! Datagrams through the tunnel (issue 27): the driver hands the datagrams a session
+//! receives to the role's datagram relay (SOCKS UDP ASSOCIATE and the UDP TPROXY listener
+//! on the forward side, per-flow UDP sockets on the reverse side) through a bounded
+//! channel; a full channel drops (counted).
+
+use crate::driver::Inner;
+use ctcp_proto::ConnectionHandle;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// Datagrams a role has not taken yet, at most.
+pub const INBOX_DATAGRAMS: usize = 1024;
+
+/// Where the driver puts received datagrams: set by the role that relays them.
+#[derive(Debug, Default)]
+pub(crate) struct Inbox {
+    pub(crate) tx: Option<mpsc::Sender<(ConnectionHandle, Vec<u8>)>>,
+    /// Datagrams dropped because no relay took them in time (or none is set).
+    pub(crate) dropped: Arc<AtomicU64>,
+}
+
+/// The driver hook: moves what session `h` received into the role's channel.
+pub(crate) fn on_received(inner: &mut Inner, h: ConnectionHandle) {
+    let Some(c) = inner.endpoint.connection_mut(h) else {
+        return;
+    };
+    while let Some(d) = c.poll_datagram() {
+        let taken = inner
+            .datagrams
+            .tx
+            .as_ref()
+            .is_some_and(|tx| tx.try_send((h, d)).is_ok());
+        if !taken {
+            inner.datagrams.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+use crate::acl::Acl;
+use crate::clock;
+use crate::driver::Driver;
+use crate::live::Live;
+use ctcp_socks5::{Reply, TargetAddr, UdpHeader, UdpHeaderError};
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU32;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UdpSocket};
+
+/// Process-wide datagram counters (metrics).
+#[derive(Debug, Default)]
+pub struct UdpCounters {
+    /// SOCKS UDP associations opened.
+    pub associations: AtomicU64,
+    /// Flows opened (forward: per association and target; reverse: sockets).
+    pub flows_opened: AtomicU64,
+    /// Reverse flows closed for idleness.
+    pub flows_idle_closed: AtomicU64,
+    /// Reverse flows evicted at the flow cap.
+    pub flows_evicted: AtomicU64,
+    /// Datagrams relayed into the tunnel.
+    pub to_tunnel: AtomicU64,
+    /// Datagrams relayed out of the tunnel.
+    pub from_tunnel: AtomicU64,
+    /// Dropped: SOCKS fragments (FRAG ≠ 0).
+    pub dropped_fragment: AtomicU64,
+    /// Dropped: from an address other than the associated client.
+    pub dropped_wrong_source: AtomicU64,
+    /// Dropped: a SOCKS header with an unknown address type, or malformed.
+    pub dropped_bad_header: AtomicU64,
+    /// Dropped: the reverse side's ACL denies the target, or it did not resolve.
+    pub dropped_denied: AtomicU64,
+    /// Dropped: the session refused it (too large, no datagrams, no session).
+    pub dropped_session: AtomicU64,
+}
+
+/// The process's datagram counters.
+pub static COUNTERS: UdpCounters = UdpCounters {
+    associations: AtomicU64::new(0),
+    flows_opened: AtomicU64::new(0),
+    flows_idle_closed: AtomicU64::new(0),
+    flows_evicted: AtomicU64::new(0),
+    to_tunnel: AtomicU64::new(0),
+    from_tunnel: AtomicU64::new(0),
+    dropped_fragment: AtomicU64::new(0),
+    dropped_wrong_source: AtomicU64::new(0),
+    dropped_bad_header: AtomicU64::new(0),
+    dropped_denied: AtomicU64::new(0),
+    dropped_session: AtomicU64::new(0),
+};
+
+fn count(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Points the driver's received datagrams at a new channel and returns its receiver.
+pub(crate) fn install(driver: &Driver) -> mpsc::Receiver<(ConnectionHandle, Vec<u8>)> {
+    let (tx, rx) = mpsc::channel(INBOX_DATAGRAMS);
+    driver.shared.lock().datagrams.tx = Some(tx);
+    rx
+}
+
+fn send_into(driver: &Driver, h: ConnectionHandle, payload: &[u8]) {
+    let ok = driver
+        .with_conn(h, |c, _| c.send_datagram(clock::now(), payload).is_ok())
+        .unwrap_or(false);
+    count(if ok {
+        &COUNTERS.to_tunnel
+    } else {
+        &COUNTERS.dropped_session
+    });
+}
+
+/// Largest UDP datagram read.
+const MAX_UDP: usize = 65_535;
+
+// ---------------------------------------------------------------- forward side
+
+type ToClient = mpsc::Sender<(TargetAddr, Vec<u8>)>;
+
+/// The forward side's flows: flow id → (target, the association it belongs to).
+#[derive(Debug, Default)]
+pub struct ForwardFlows {
+    flows: Mutex<HashMap<u32, (TargetAddr, ToClient)>>,
+    next: AtomicU32,
+}
+
+impl ForwardFlows {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, (TargetAddr, ToClient)>> {
+        self.flows
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Starts the forward side's dispatcher: datagrams from the reverse side go to the
+/// association whose flow they name.
+pub(crate) fn start_forward(driver: &Driver) -> Arc<ForwardFlows> {
+    let flows = Arc::new(ForwardFlows::default());
+    let mut rx = install(driver);
+    let f = flows.clone();
+    tokio::spawn(async move {
+        while let Some((_, d)) = rx.recv().await {
+            let Some(id) = d
+                .get(..4)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            else {
+                continue;
+            };
+            let dest = f.lock().get(&id).cloned();
+            if let Some((target, tx)) = dest {
+                if tx.try_send((target, d[4..].to_vec())).is_ok() {
+                    count(&COUNTERS.from_tunnel);
+                }
+            }
+        }
+    });
+    flows
+}
+
+/// The client an association takes datagrams from: the address its request named, or
+/// (zeros) the first sender from the TCP client's IP.
+fn client_matches(
+    expected: &mut Option<SocketAddr>,
+    tcp_peer: SocketAddr,
+    src: SocketAddr,
+) -> bool {
+    match expected {
+        Some(e) => *e == src,
+        None if src.ip() == tcp_peer.ip() => {
+            *expected = Some(src);
+            true
+        }
+        None => false,
+    }
+}
+
+/// One SOCKS UDP ASSOCIATE: a UDP socket for the client, relayed into `session` as
+/// datagrams, for as long as the TCP control connection lives.
+///
+/// # Errors
+/// I/O errors of the control connection or the socket setup.
+pub(crate) async fn associate(
+    mut tcp: TcpStream,
+    from: SocketAddr,
+    hint: TargetAddr,
+    driver: Driver,
+    session: ConnectionHandle,
+    flows: Arc<ForwardFlows>,
+) -> io::Result<()> {
+    let local = tcp.local_addr()?;
+    let udp = UdpSocket::bind(SocketAddr::new(crate::transparent::unmap(local).ip(), 0)).await?;
+    let bound = udp.local_addr()?;
+    driver.count_socks_reply(Reply::Succeeded.code());
+    tcp.write_all(&Reply::Succeeded.encode(bound)).await?;
+    count(&COUNTERS.associations);
+    let mut expected = match hint {
+        TargetAddr::Ip(a) if !a.ip().is_unspecified() && a.port() != 0 => Some(a),
+        _ => None,
+    };
+    let (tx, mut rx) = mpsc::channel::<(TargetAddr, Vec<u8>)>(256);
+    let mut mine: HashMap<TargetAddr, u32> = HashMap::new();
+    let mut buf = vec![0u8; MAX_UDP];
+    let mut ctl = [0u8; 64];
+    tracing::debug!(%from, %bound, "UDP association open");
+    let result = loop {
+        tokio::select! {
+            r = tcp.read(&mut ctl) => match r {
+                Ok(0) => {
+                    tracing::debug!("control connection closed");
+                    break Ok(());
+                }
+                Ok(_) => {}
+                Err(e) => break Err(e),
+            },
+            r = udp.recv_from(&mut buf) => {
+                let Ok((n, src)) = r else { continue };
+                tracing::trace!(%src, n, "client datagram");
+                if !client_matches(&mut expected, from, src) {
+                    count(&COUNTERS.dropped_wrong_source);
+                    continue;
+                }
+                let h = match UdpHeader::parse(&buf[..n]) {
+                    Ok(h) => h,
+                    Err(UdpHeaderError::Short | UdpHeaderError::Reserved | UdpHeaderError::Address(_)) => {
+                        count(&COUNTERS.dropped_bad_header);
+                        continue;
+                    }
+                };
+                if h.frag != 0 {
+                    count(&COUNTERS.dropped_fragment);
+                    continue;
+                }
+                let id = *mine.entry(h.addr.clone()).or_insert_with(|| {
+                    let id = flows.next.fetch_add(1, Ordering::Relaxed);
+                    flows.lock().insert(id, (h.addr.clone(), tx.clone()));
+                    count(&COUNTERS.flows_opened);
+                    id
+                });
+                let mut p = Vec::with_capacity(n + 8);
+                p.extend_from_slice(&id.to_le_bytes());
+                h.addr.encode(&mut p);
+                p.extend_from_slice(&buf[h.len..n]);
+                send_into(&driver, session, &p);
+            }
+            Some((addr, data)) = rx.recv() => {
+                let Some(client) = expected else { continue };
+                let mut out = Vec::with_capacity(data.len() + 22);
+                UdpHeader::encode(&addr, &mut out);
+                out.extend_from_slice(&data);
+                let _ = udp.send_to(&out, client).await;
+            }
+        }
+    };
+    tracing::debug!(%from, %bound, ?result, "UDP association closed");
+    let mut f = flows.lock();
+    for id in mine.values() {
+        f.remove(id);
+    }
+    result
+}
+
+// ---------------------------------------------------------------- reverse side
+
+/// Limits of the reverse side's flows.
+#[derive(Debug, Clone, Copy)]
+pub struct FlowLimits {
+    /// Most flows (UDP sockets) at once; at the cap the least recently active goes.
+    pub max_flows: usize,
+    /// A flow with no datagram either way for this long is closed.
+    pub idle_timeout: Duration,
+}
+
+impl Default for FlowLimits {
+    fn default() -> Self {
+        FlowLimits {
+            max_flows: 1024,
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+struct Flow {
+    socket: Arc<UdpSocket>,
+    last: Arc<Mutex<Instant>>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Flow {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+fn touch(last: &Mutex<Instant>) {
+    *last
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = clock::now();
+}
+
+fn last_of(f: &Flow) -> Instant {
+    *f.last
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+async fn resolve(addr: &TargetAddr) -> Option<SocketAddr> {
+    match addr {
+        TargetAddr::Ip(a) => Some(*a),
+        TargetAddr::Domain(h, p) => tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio::net::lookup_host((h.as_str(), *p)),
+        )
+        .await
+        .ok()?
+        .ok()?
+        .next(),
+    }
+}
+
+/// Starts the reverse side's relay: one UDP socket per flow, connected to its target,
+/// under the same ACL as TCP targets, closed when idle, at most `limits.max_flows`.
+pub(crate) fn start_reverse(driver: &Driver, acl: Live<Acl>, limits: FlowLimits) {
+    let mut rx = install(driver);
+    let driver = driver.clone();
+    tokio::spawn(async move {
+        let mut flows: HashMap<(ConnectionHandle, u32), Flow> = HashMap::new();
+        let mut sweep = tokio::time::interval(Duration::from_secs(1).min(limits.idle_timeout));
+        loop {
+            tokio::select! {
+                d = rx.recv() => {
+                    let Some((h, d)) = d else { break };
+                    on_reverse(&driver, &mut flows, &acl, limits, h, &d).await;
+                }
+                _ = sweep.tick() => {
+                    let before = flows.len();
+                    flows.retain(|_, f| clock::now().saturating_duration_since(last_of(f)) < limits.idle_timeout);
+                    for _ in flows.len()..before {
+                        count(&COUNTERS.flows_idle_closed);
+                    }
+                }
+            }
+        }
+    });
+}
+
+async fn on_reverse(
+    driver: &Driver,
+    flows: &mut HashMap<(ConnectionHandle, u32), Flow>,
+    acl: &Live<Acl>,
+    limits: FlowLimits,
+    h: ConnectionHandle,
+    d: &[u8],
+) {
+    let Some(id) = d
+        .get(..4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    else {
+        count(&COUNTERS.dropped_bad_header);
+        return;
+    };
+    let Ok(Some((target, used))) = TargetAddr::decode(&d[4..]) else {
+        count(&COUNTERS.dropped_bad_header);
+        return;
+    };
+    let payload = &d[4 + used..];
+    tracing::trace!(flow = id, %target, len = payload.len(), "datagram from the tunnel");
+    if let Some(f) = flows.get(&(h, id)) {
+        touch(&f.last);
+        let _ = f.socket.send(payload).await;
+        count(&COUNTERS.from_tunnel);
+        return;
+    }
+    let Some(addr) = resolve(&target).await.filter(|a| acl.load().allows(*a)) else {
+        count(&COUNTERS.dropped_denied);
+        return;
+    };
+    if flows.len() >= limits.max_flows.max(1) {
+        if let Some(k) = flows
+            .iter()
+            .min_by_key(|(_, f)| last_of(f))
+            .map(|(k, _)| *k)
+        {
+            flows.remove(&k);
+            count(&COUNTERS.flows_evicted);
+        }
+    }
+    let bind = SocketAddr::new(
+        if addr.is_ipv4() {
+            std::net::Ipv4Addr::UNSPECIFIED.into()
+        } else {
+            std::net::Ipv6Addr::UNSPECIFIED.into()
+        },
+        0,
+    );
+    let socket = match UdpSocket::bind(bind).await {
+        Ok(s) if s.connect(addr).await.is_ok() => Arc::new(s),
+        _ => {
+            count(&COUNTERS.dropped_denied);
+            return;
+        }
+    };
+    let last = Arc::new(Mutex::new(clock::now()));
+    let reader = {
+        let (socket, last, driver) = (socket.clone(), last.clone(), driver.clone());
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; MAX_UDP];
+            buf[..4].copy_from_slice(&id.to_le_bytes());
+            loop {
+                // A refused send (ICMP unreachable) shows as an error here: keep reading.
+                let Ok(n) = socket.recv(&mut buf[4..]).await else {
+                    continue;
+                };
+                touch(&last);
+                send_into(&driver, h, &buf[..4 + n]);
+            }
+        })
+    };
+    let _ = socket.send(payload).await;
+    count(&COUNTERS.flows_opened);
+    count(&COUNTERS.from_tunnel);
+    flows.insert(
+        (h, id),
+        Flow {
+            socket,
+            last,
+            reader,
+        },
+    );
+}

@@ -1,0 +1,136 @@
+//! SOCKS UDP ASSOCIATE through the tunnel on loopback (issue 27): a small SOCKS UDP
+//! client, a UDP echo server behind the reverse side; bad input is dropped and counted.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use ctcp_runtime::datagram::COUNTERS;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UdpSocket};
+
+mod common;
+use common::*;
+
+async fn udp_echo() -> SocketAddr {
+    let s = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let a = s.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 65536];
+        while let Ok((n, from)) = s.recv_from(&mut buf).await {
+            let _ = s.send_to(&buf[..n], from).await;
+        }
+    });
+    a
+}
+
+/// Greeting, then UDP ASSOCIATE naming `client`; returns the control connection and the
+/// relay address the proxy bound.
+async fn associate(proxy: SocketAddr, client: SocketAddr) -> (TcpStream, SocketAddr) {
+    let mut tcp = TcpStream::connect(proxy).await.unwrap();
+    tcp.write_all(&[5, 1, 0]).await.unwrap();
+    let mut m = [0u8; 2];
+    tcp.read_exact(&mut m).await.unwrap();
+    assert_eq!(m, [5, 0]);
+    let SocketAddr::V4(c) = client else { panic!() };
+    let mut req = vec![5, 3, 0, 1];
+    req.extend_from_slice(&c.ip().octets());
+    req.extend_from_slice(&c.port().to_be_bytes());
+    tcp.write_all(&req).await.unwrap();
+    let mut rep = [0u8; 10];
+    tcp.read_exact(&mut rep).await.unwrap();
+    assert_eq!(&rep[..4], &[5, 0, 0, 1], "UDP ASSOCIATE succeeded");
+    let relay = SocketAddr::from((
+        [rep[4], rep[5], rep[6], rep[7]],
+        u16::from_be_bytes([rep[8], rep[9]]),
+    ));
+    (tcp, relay)
+}
+
+fn socks_udp(frag: u8, target: SocketAddr, data: &[u8]) -> Vec<u8> {
+    let SocketAddr::V4(t) = target else { panic!() };
+    let mut p = vec![0, 0, frag, 1];
+    p.extend_from_slice(&t.ip().octets());
+    p.extend_from_slice(&t.port().to_be_bytes());
+    p.extend_from_slice(data);
+    p
+}
+
+async fn recv_timeout(s: &UdpSocket, buf: &mut [u8], t: Duration) -> Option<usize> {
+    match tokio::time::timeout(t, s.recv(buf)).await {
+        Ok(Ok(n)) => Some(n),
+        // The relay socket is gone (association over): the kernel refuses.
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => None,
+        Ok(Err(e)) => panic!("recv: {e}"),
+        Err(_) => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn udp_associate_relays_datagrams_and_drops_bad_input() {
+    let p = pair().await;
+    let echo = udp_echo().await;
+    let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let (ctl, relay) = associate(p.fwd.local_addr, client.local_addr().unwrap()).await;
+    client.connect(relay).await.unwrap();
+    let mut buf = vec![0u8; 65536];
+    // A good datagram comes back with the echo server as its source. The first may race
+    // the session's readiness: retry a few times.
+    let mut got = None;
+    for i in 0..20u8 {
+        client.send(&socks_udp(0, echo, &[i; 100])).await.unwrap();
+        if let Some(n) = recv_timeout(&client, &mut buf, Duration::from_millis(500)).await {
+            got = Some(buf[..n].to_vec());
+            break;
+        }
+    }
+    let got = got.expect("an echo through the tunnel");
+    let expect_head = socks_udp(0, echo, &[]);
+    assert_eq!(&got[..expect_head.len()], &expect_head[..]);
+    assert_eq!(got.len(), expect_head.len() + 100);
+
+    let frag = COUNTERS.dropped_fragment.load(Ordering::Relaxed);
+    let bad = COUNTERS.dropped_bad_header.load(Ordering::Relaxed);
+    let wrong = COUNTERS.dropped_wrong_source.load(Ordering::Relaxed);
+    // A fragment, an unknown ATYP, a header too short: dropped, no answer.
+    client.send(&socks_udp(1, echo, b"frag")).await.unwrap();
+    client
+        .send(&[0, 0, 0, 9, 1, 2, 3, 4, 0, 53, 1])
+        .await
+        .unwrap();
+    client.send(&[0, 0]).await.unwrap();
+    // From another socket: not the associated client.
+    let stranger = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    stranger
+        .send_to(&socks_udp(0, echo, b"stranger"), relay)
+        .await
+        .unwrap();
+    assert!(recv_timeout(&client, &mut buf, Duration::from_millis(300))
+        .await
+        .is_none());
+    assert!(recv_timeout(&stranger, &mut buf, Duration::from_millis(50))
+        .await
+        .is_none());
+    assert!(COUNTERS.dropped_fragment.load(Ordering::Relaxed) > frag);
+    assert!(COUNTERS.dropped_bad_header.load(Ordering::Relaxed) >= bad + 2);
+    assert!(COUNTERS.dropped_wrong_source.load(Ordering::Relaxed) > wrong);
+    // Still serving: 50 datagrams, all back (loopback loses nothing).
+    let mut back = 0;
+    for i in 0..50u8 {
+        client.send(&socks_udp(0, echo, &[i; 1000])).await.unwrap();
+        if recv_timeout(&client, &mut buf, Duration::from_secs(2))
+            .await
+            .is_some()
+        {
+            back += 1;
+        }
+    }
+    assert_eq!(back, 50);
+    // The association ends with its control connection.
+    drop(ctl);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    client.send(&socks_udp(0, echo, b"late")).await.unwrap();
+    assert!(recv_timeout(&client, &mut buf, Duration::from_millis(300))
+        .await
+        .is_none());
+}
