@@ -219,7 +219,13 @@ impl PacketKey {
 
     /// Encrypts `packet[header_len..]` in place and appends the truncated tag.
     pub fn seal(&self, pn: u64, packet: &mut Vec<u8>, header_len: usize) {
-        let (header, body) = packet.split_at_mut(header_len);
+        self.seal_at(pn, packet, 0, header_len);
+    }
+
+    /// [`PacketKey::seal`] for the packet at `packet[start..]`, the last of a batch of
+    /// datagrams being written into one buffer.
+    pub fn seal_at(&self, pn: u64, packet: &mut Vec<u8>, start: usize, header_len: usize) {
+        let (header, body) = packet[start..].split_at_mut(header_len);
         let tag = self.ctr_and_tag(pn, header, body);
         packet.extend_from_slice(&tag.as_ref()[..TAG_LEN]);
     }
