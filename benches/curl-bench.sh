@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MB=${1:-100}
 RELAYS=${RELAYS:-0}
-BIN=target/release
+BIN=${BIN:-target/release}  # BIN=dir compares another build
 dir=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$dir"; }

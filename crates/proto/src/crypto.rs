@@ -175,9 +175,10 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> Result<(), CryptoError> {
 
 const _: () = assert!(TAG_LEN <= 16);
 
-/// Longest body [`PacketKey::open`] verifies with a stack copy; longer (hostile) ones use a
-/// heap copy. Every datagram ctcp sends is at most 1500 bytes.
-const OPEN_STACK: usize = 2048;
+thread_local! {
+    /// [`PacketKey::open`]'s copy of the plaintext, reused across packets.
+    static OPEN_SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// AES-256-GCM key of one direction. Data packets carry GCM's tag truncated to
 /// [`TAG_LEN`] bytes (SP 800-38D §5.2.1.2).
@@ -219,7 +220,13 @@ impl PacketKey {
 
     /// Encrypts `packet[header_len..]` in place and appends the truncated tag.
     pub fn seal(&self, pn: u64, packet: &mut Vec<u8>, header_len: usize) {
-        let (header, body) = packet.split_at_mut(header_len);
+        self.seal_at(pn, packet, 0, header_len);
+    }
+
+    /// [`PacketKey::seal`] for the packet at `packet[start..]`, the last of a batch of
+    /// datagrams being written into one buffer.
+    pub fn seal_at(&self, pn: u64, packet: &mut Vec<u8>, start: usize, header_len: usize) {
+        let (header, body) = packet[start..].split_at_mut(header_len);
         let tag = self.ctr_and_tag(pn, header, body);
         packet.extend_from_slice(&tag.as_ref()[..TAG_LEN]);
     }
@@ -228,8 +235,12 @@ impl PacketKey {
     /// `packet`. On failure the body's contents are unspecified.
     ///
     /// ring opens only full 16-byte tags, and the RustCrypto `aes-gcm` crate, which takes
-    /// the tag length as a parameter, ran at 1.2 GiB/s here against ring's 5.9–6.1
-    /// (`cargo bench -p ctcp-benches --bench packet`; this open: 2.8). So the standard
+    /// the tag length as a parameter and opens in one pass, ran at 1.0–1.3 GiB/s here
+    /// against ring's 5.7–6.1 (`cargo bench -p ctcp-benches --bench packet`; this open:
+    /// 2.4–2.8, still twice the one-pass RustCrypto open). Issue 26 weighed going back to
+    /// full tags for a one-pass open: about 24 ms of CPU per 100 MiB received, against 4
+    /// bytes on every datagram (0.27 % of every link's capacity) for good; the tag stays
+    /// at 12 bytes (BENCHMARKS.md, "Data path and scale"). So the standard
     /// GCM decryption is done with ring's sealing primitive, which is the same keystream:
     /// sealing the ciphertext yields the plaintext (that pass's tag is discarded), and
     /// sealing a copy of the plaintext yields the ciphertext again with the full tag GCM
@@ -251,14 +262,14 @@ impl PacketKey {
         let (header, body) = rest.split_at_mut(header_len);
         // The tag of this pass covers the plaintext: meaningless, dropped.
         let _ = self.ctr_and_tag(pn, header, body);
-        let expected = if body.len() <= OPEN_STACK {
-            let mut copy = [0u8; OPEN_STACK];
-            let copy = &mut copy[..body.len()];
-            copy.copy_from_slice(body);
-            self.ctr_and_tag(pn, header, copy)
-        } else {
-            self.ctr_and_tag(pn, header, &mut body.to_vec())
-        };
+        // The copy goes to a reused per-thread buffer: a zeroed stack array cost a 2 KiB
+        // memset per packet on top of the copy.
+        let expected = OPEN_SCRATCH.with(|scratch| {
+            let mut copy = scratch.borrow_mut();
+            copy.clear();
+            copy.extend_from_slice(body);
+            self.ctr_and_tag(pn, header, &mut copy)
+        });
         constant_time_eq(&expected.as_ref()[..TAG_LEN], tag)?;
         Ok(&packet[header_len..body_end])
     }

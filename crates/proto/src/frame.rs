@@ -273,6 +273,30 @@ pub(crate) fn stream_last_header_len(id: StreamId, offset: u64) -> usize {
     1 + varint_len(id) + varint_len(offset)
 }
 
+/// Appends a STREAM frame's header for `len` bytes of data that the caller appends right
+/// after it: `Some(len)` the length form, `None` the payload-ending form (the data runs to
+/// the end of the payload). Byte for byte what [`Frame::emit`] / [`Frame::emit_last`]
+/// write before the data.
+pub(crate) fn emit_stream_header(
+    out: &mut Vec<u8>,
+    id: StreamId,
+    offset: u64,
+    fin: bool,
+    len: Option<u16>,
+) {
+    out.push(match (fin, len.is_some()) {
+        (false, true) => F_STREAM,
+        (true, true) => F_STREAM_FIN,
+        (false, false) => F_STREAM_LAST,
+        (true, false) => F_STREAM_FIN_LAST,
+    });
+    put_varint(out, id);
+    put_varint(out, offset);
+    if let Some(len) = len {
+        out.extend_from_slice(&len.to_le_bytes());
+    }
+}
+
 /// Turns the length-form STREAM frame at `payload[start..]`, if it ends `payload`, into
 /// its payload-ending form (2 bytes shorter, the data unchanged), for a sender that learns
 /// only after writing a frame that nothing follows it. Returns whether it did; anything
@@ -321,10 +345,7 @@ impl Frame<'_> {
                 fin,
                 data,
             } => {
-                out.push(if *fin { F_STREAM_FIN } else { F_STREAM });
-                put_varint(out, *id);
-                put_varint(out, *offset);
-                out.extend_from_slice(&(data.len() as u16).to_le_bytes());
+                emit_stream_header(out, *id, *offset, *fin, Some(data.len() as u16));
                 out.extend_from_slice(data);
             }
             Frame::Reset { id, code } => {
@@ -358,6 +379,7 @@ impl Frame<'_> {
     /// length (type 0x17, or 0x18 with FIN; the receiver takes the rest of the payload as
     /// its data), saving 2 bytes; any other frame as [`Frame::emit`]
     /// (they delimit themselves). Nothing may be appended after it.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn emit_last(&self, out: &mut Vec<u8>) {
         match self {
             Frame::Stream {
@@ -366,13 +388,7 @@ impl Frame<'_> {
                 fin,
                 data,
             } => {
-                out.push(if *fin {
-                    F_STREAM_FIN_LAST
-                } else {
-                    F_STREAM_LAST
-                });
-                put_varint(out, *id);
-                put_varint(out, *offset);
+                emit_stream_header(out, *id, *offset, *fin, None);
                 out.extend_from_slice(data);
             }
             other => other.emit(out),

@@ -58,7 +58,8 @@ pub mod wire;
 pub use cc::ControllerKind;
 pub use config::TransportConfig;
 pub use connection::{
-    Connection, ConnectionError, ConnectionStats, Event, Side, StreamApiError, Transmit,
+    BatchTransmit, Connection, ConnectionError, ConnectionStats, Event, Side, StreamApiError,
+    Transmit,
 };
 pub use crypto::Psk;
 pub use datagram::{DatagramError, DatagramStats};

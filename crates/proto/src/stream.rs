@@ -78,18 +78,27 @@ impl SendHalf {
                 || (self.fin_requested && !self.fin_sent && self.pending.is_empty()))
     }
 
-    /// Takes up to `max` bytes for a frame: `(offset, bytes, fin)`.
-    pub(crate) fn take(&mut self, max: usize, out: &mut Vec<u8>) -> (u64, bool) {
+    /// What a frame of up to `max` bytes would carry now: `(offset, len, fin)`.
+    pub(crate) fn peek_frame(&self, max: usize) -> (u64, usize, bool) {
         let n = self.sendable().min(max);
-        let offset = self.offset;
-        out.clear();
-        out.extend(self.pending.drain(..n));
+        let fin = self.fin_requested && self.pending.len() == n;
+        (self.offset, n, fin)
+    }
+
+    /// Moves the next `n` bytes (from [`SendHalf::peek_frame`]) to the end of `out`, the
+    /// frame being built, with no intermediate buffer; returns whether that sent the FIN.
+    pub(crate) fn take_into(&mut self, n: usize, out: &mut Vec<u8>) -> bool {
+        let (a, b) = self.pending.as_slices();
+        let from_a = n.min(a.len());
+        out.extend_from_slice(&a[..from_a]);
+        out.extend_from_slice(&b[..n - from_a]);
+        self.pending.drain(..n);
         self.offset += n as u64;
         let fin = self.fin_requested && self.pending.is_empty();
         if fin {
             self.fin_sent = true;
         }
-        (offset, fin)
+        fin
     }
 
     /// Whether the application may write more now.
@@ -336,13 +345,17 @@ mod tests {
         assert_eq!(s.write(b"0123456789"), 8);
         assert_eq!(s.sendable(), 5);
         let mut out = Vec::new();
-        assert_eq!(s.take(100, &mut out), (0, false));
+        assert_eq!(s.peek_frame(100), (0, 5, false));
+        assert!(!s.take_into(5, &mut out));
         assert_eq!(out, b"01234");
         assert_eq!(s.sendable(), 0);
         s.max_data = 100;
         s.fin_requested = true;
-        assert_eq!(s.take(2, &mut out), (5, false));
-        assert_eq!(s.take(2, &mut out), (7, true));
+        assert_eq!(s.peek_frame(2), (5, 2, false));
+        assert!(!s.take_into(2, &mut out));
+        assert_eq!(s.peek_frame(2), (7, 1, true));
+        assert!(s.take_into(1, &mut out));
+        assert_eq!(out, b"01234567");
         assert!(s.fin_sent);
     }
 }

@@ -287,6 +287,11 @@ impl Streams {
         Ok(())
     }
 
+    /// Whether control frames wait to be sent.
+    pub(crate) fn has_control_queued(&self) -> bool {
+        !self.control.is_empty()
+    }
+
     /// Whether a write on `id` would take bytes now.
     pub(crate) fn is_writable(&self, id: StreamId) -> bool {
         self.map.get(&id).is_some_and(|s| s.send.is_writable())
@@ -294,11 +299,11 @@ impl Streams {
 
     /// Fills `payload` (cleared first) with frames for one source symbol of at most `cap`
     /// bytes: control frames first (they unblock the peer), then stream data round-robin.
-    /// `scratch` is a reusable buffer. Returns false if there is nothing to send.
+    /// Stream bytes go from each send buffer straight into `payload`. Returns false if
+    /// there is nothing to send.
     pub(crate) fn fill_payload(
         &mut self,
         payload: &mut Vec<u8>,
-        scratch: &mut Vec<u8>,
         cap: usize,
         config: &TransportConfig,
         events: &mut VecDeque<Event>,
@@ -312,7 +317,7 @@ impl Streams {
             frame.emit(payload);
             self.control.pop_front();
         }
-        self.take_stream_data(payload, scratch, cap, events);
+        self.take_stream_data(payload, cap, events);
         if self.budget_blocked && self.send_buffered < config.session_send_buffer {
             self.budget_blocked = false;
             for (&id, s) in self.map.iter_mut() {
@@ -333,7 +338,6 @@ impl Streams {
     fn take_stream_data(
         &mut self,
         payload: &mut Vec<u8>,
-        scratch: &mut Vec<u8>,
         cap: usize,
         events: &mut VecDeque<Event>,
     ) {
@@ -359,23 +363,19 @@ impl Streams {
             if max == 0 && !(s.send.fin_requested && s.send.buffered() == 0) {
                 continue;
             }
-            let (offset, fin) = s.send.take(max, scratch);
-            self.data_sent += scratch.len() as u64;
-            self.send_buffered = self.send_buffered.saturating_sub(scratch.len());
-            let frame = Frame::Stream {
-                id,
-                offset,
-                fin,
-                data: scratch,
-            };
-            let ends_payload = frame.encoded_len() > room;
+            let (offset, n, fin) = s.send.peek_frame(max);
+            self.data_sent += n as u64;
+            self.send_buffered = self.send_buffered.saturating_sub(n);
+            let ends_payload = frame::stream_header_len(id, offset) + n > room;
             if ends_payload {
-                frame.emit_last(payload);
+                frame::emit_stream_header(payload, id, offset, fin, None);
                 open_tail = None;
             } else {
                 open_tail = Some(payload.len());
-                frame.emit(payload);
+                frame::emit_stream_header(payload, id, offset, fin, Some(n as u16));
             }
+            let sent_fin = s.send.take_into(n, payload);
+            debug_assert_eq!(sent_fin, fin);
             if s.write_blocked && s.send.is_writable() {
                 s.write_blocked = false;
                 events.push_back(Event::StreamWritable(id));

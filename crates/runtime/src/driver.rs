@@ -18,6 +18,9 @@ use std::task::Waker;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
+/// GSO batches the driver has the endpoint write per lock hold before sending them.
+const FLUSH_BATCHES: usize = 2;
+
 /// A stream the peer opened (reverse role).
 #[derive(Debug)]
 pub struct IncomingStream {
@@ -137,8 +140,8 @@ impl Driver {
         };
         tokio::spawn(async move {
             let gso = io.max_gso_segments().clamp(1, 32);
-            let mut out = Vec::new();
-            let mut batch: Vec<u8> = Vec::with_capacity(gso * 1500);
+            // GSO batches, written by the endpoint where they are sent from.
+            let mut batches: Vec<(Vec<u8>, SocketAddr, usize)> = Vec::new();
             let mut closed = false;
             loop {
                 let timeout = shared.lock().endpoint.poll_timeout();
@@ -197,38 +200,32 @@ impl Driver {
                     }
                     route_events(&mut inner, &incoming_tx, &sessions_tx);
                 }
-                // Flush: gather datagrams under the lock, send them without it.
+                // Flush: have the endpoint write GSO batches under the lock (up to
+                // FLUSH_BATCHES of them), send them without it.
                 loop {
-                    let mut sends: Vec<(SocketAddr, Vec<u8>, Option<usize>)> = Vec::new();
+                    let mut n = 0;
                     {
                         let mut inner = shared.lock();
                         let now = clock::now();
-                        while sends.len() < 64 {
-                            let Some(t) = inner.endpoint.poll_transmit(now, &mut out) else {
+                        while n < FLUSH_BATCHES {
+                            if batches.len() == n {
+                                batches.push((Vec::with_capacity(gso * 1500), local_addr, 0));
+                            }
+                            let (buf, dest, seg) = &mut batches[n];
+                            let Some(t) = inner.endpoint.poll_transmit_batch(now, gso, buf) else {
                                 break;
                             };
-                            let data = &out[..t.size];
-                            // Extend the current GSO batch if same destination and size.
-                            match sends.last_mut() {
-                                Some((dest, buf, seg))
-                                    if *dest == t.destination
-                                        && seg.is_some_and(|s| s == t.size)
-                                        && buf.len() / t.size < gso =>
-                                {
-                                    buf.extend_from_slice(data)
-                                }
-                                _ => sends.push((t.destination, data.to_vec(), Some(t.size))),
-                            }
+                            (*dest, *seg) = (t.destination, t.segment_size);
+                            n += 1;
                         }
                         route_events(&mut inner, &incoming_tx, &sessions_tx);
                     }
-                    if sends.is_empty() {
+                    if n == 0 {
                         break;
                     }
-                    for (dest, buf, seg) in sends.drain(..) {
-                        let seg = seg.filter(|s| buf.len() > *s);
-                        batch.clear();
-                        if let Err(e) = io.send(dest, &buf, seg).await {
+                    for (buf, dest, seg) in &batches[..n] {
+                        let seg = Some(*seg).filter(|s| buf.len() > *s);
+                        if let Err(e) = io.send(*dest, buf, seg).await {
                             tracing::debug!(error = %e, %dest, "UDP send failed");
                         }
                     }
@@ -302,6 +299,16 @@ impl Driver {
         h: ConnectionHandle,
         f: impl FnOnce(&mut ctcp_proto::Connection, &mut Wakers) -> R,
     ) -> Result<R, ConnectionError> {
+        self.with_conn_wake(h, |c, w| (f(c, w), true))
+    }
+
+    /// Runs `f` on a session with the lock held; wakes the driver only if `f` says the
+    /// call made something sendable (or the session is gone).
+    pub(crate) fn with_conn_wake<R>(
+        &self,
+        h: ConnectionHandle,
+        f: impl FnOnce(&mut ctcp_proto::Connection, &mut Wakers) -> (R, bool),
+    ) -> Result<R, ConnectionError> {
         let mut inner = self.shared.lock();
         let Inner {
             endpoint,
@@ -309,15 +316,23 @@ impl Driver {
             lost,
             ..
         } = &mut *inner;
-        let r = match endpoint.connection_mut(h) {
-            Some(c) => Ok(f(c, wakers)),
-            None => Err(lost
-                .get(&h)
-                .cloned()
-                .unwrap_or(ConnectionError::LocallyClosed)),
+        let (r, wake) = match endpoint.connection_mut(h) {
+            Some(c) => {
+                let (r, wake) = f(c, wakers);
+                (Ok(r), wake)
+            }
+            None => (
+                Err(lost
+                    .get(&h)
+                    .cloned()
+                    .unwrap_or(ConnectionError::LocallyClosed)),
+                true,
+            ),
         };
         drop(inner);
-        self.shared.wake.notify_one();
+        if wake {
+            self.shared.wake.notify_one();
+        }
         r
     }
 

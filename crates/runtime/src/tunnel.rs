@@ -117,12 +117,15 @@ impl AsyncRead for TunnelStream {
             return Poll::Ready(Ok(()));
         }
         let (conn, id) = (this.conn, this.id);
-        let res = this.driver.with_conn(conn, |c, w| {
+        let res = this.driver.with_conn_wake(conn, |c, w| {
             let out = c.read(id, buf.initialize_unfilled());
             if matches!(out, Ok(ReadOutcome::Blocked)) {
                 w.read.insert((conn, id), cx.waker().clone());
             }
-            out
+            // Reading frees credit; only a credit update queued for the peer is news
+            // for the send loop.
+            let wake = !matches!(out, Ok(ReadOutcome::Blocked)) && c.has_control_queued();
+            (out, wake)
         });
         match res {
             Err(e) => Poll::Ready(Err(lost(e))),
@@ -165,12 +168,14 @@ impl AsyncWrite for TunnelStream {
             )));
         }
         let (conn, id) = (this.conn, this.id);
-        let res = this.driver.with_conn(conn, |c, w| {
+        let res = this.driver.with_conn_wake(conn, |c, w| {
             let out = c.write(id, data);
             if matches!(out, Ok(0)) && !data.is_empty() {
                 w.write.insert((conn, id), cx.waker().clone());
             }
-            out
+            // Only bytes taken are something new to send.
+            let wake = !matches!(out, Ok(0));
+            (out, wake)
         });
         match res {
             Err(e) => Poll::Ready(Err(lost(e))),

@@ -179,6 +179,19 @@ pub struct Transmit {
     pub size: usize,
 }
 
+/// A GSO batch written by [`crate::Endpoint::poll_transmit_batch`]: `size` bytes for
+/// `destination`, datagrams of `segment_size` bytes each but the last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchTransmit {
+    /// Destination address.
+    pub destination: SocketAddr,
+    /// Bytes written into the caller's buffer, every datagram of the batch.
+    pub size: usize,
+    /// Length of each datagram but the last (which may be shorter); equal to `size` for
+    /// a batch of one.
+    pub segment_size: usize,
+}
+
 #[derive(Debug)]
 enum State {
     /// Client waiting for ACCEPT.
@@ -229,8 +242,8 @@ struct Receiver {
 /// Reusable buffers of the send path.
 #[derive(Debug)]
 struct Buffers {
-    /// Stream bytes taken for one frame.
-    scratch: Vec<u8>,
+    /// Where the datagram being written starts in the caller's buffer.
+    start: usize,
     /// The next source symbol's frames.
     payload: Vec<u8>,
     /// One repair symbol.
@@ -256,7 +269,7 @@ impl Receiver {
 impl Buffers {
     fn new(symbol_size: usize) -> Self {
         Buffers {
-            scratch: Vec::with_capacity(symbol_size),
+            start: 0,
             payload: Vec::with_capacity(symbol_size),
             repair: vec![0; symbol_size],
         }

@@ -32,8 +32,8 @@ impl Connection {
         }
         self.recv.last_received = now;
         self.stats.datagrams_received += 1;
-        // Copy out: chunk processing borrows self mutably.
-        let plain = plain.to_vec();
+        // `plain` borrows the caller's datagram, not the session: the chunks are read
+        // where they were decrypted, with no copy.
         // Before this packet's symbols reach the decoder: the ACK taken must not report
         // them as decoded while its packet numbers leave this packet out.
         if self.recv.ack.would_drop_unreported(header.pn) && self.recv.ack.owed.len() < OWED_ACKS {
@@ -42,7 +42,7 @@ impl Connection {
                 self.recv.ack.owed.push_back(ack);
             }
         }
-        let Some(eliciting) = self.on_chunks(now, &plain) else {
+        let Some(eliciting) = self.on_chunks(now, plain) else {
             return;
         };
         if matches!(self.state, State::Handshake { .. }) {
@@ -118,34 +118,54 @@ impl Connection {
         Some(eliciting)
     }
 
+    /// Delivers every symbol the decoder releases, parsed where the decoder holds it
+    /// (the frames' data is copied once, into its stream's receive buffer).
     fn drain_decoder(&mut self) {
-        while let Some((_, payload)) = self.recv.decoder.poll_decoded() {
-            let payload = payload.to_vec();
-            if let Err(e) = self.on_symbol(&payload) {
-                self.close_with(e);
-                return;
+        let Connection {
+            recv,
+            streams,
+            config,
+            events,
+            hs,
+            side,
+            ..
+        } = self;
+        let mut failed = None;
+        while let Some((_, payload)) = recv.decoder.poll_decoded() {
+            let path = (*side == Side::Server).then_some(&mut hs.path_pending);
+            if let Err(e) = on_symbol(payload, streams, config, events, path) {
+                failed = Some(e);
+                break;
             }
         }
+        if let Some(e) = failed {
+            self.close_with(e);
+        }
     }
+}
 
-    fn on_symbol(&mut self, payload: &[u8]) -> Result<(), ConnectionError> {
-        for frame in Frames::new(payload) {
-            let frame = frame.map_err(|_| ConnectionError::Protocol("malformed frame"))?;
-            match frame {
-                Frame::Path {
-                    rate,
-                    rtt_us,
-                    exact,
-                } => {
-                    if self.side == Side::Server {
-                        self.hs.path_pending = Some((rate, rtt_us, exact));
-                    }
+/// Applies one decoded symbol's frames; `path` is where a server keeps the PATH frame.
+fn on_symbol(
+    payload: &[u8],
+    streams: &mut crate::streams::Streams,
+    config: &crate::TransportConfig,
+    events: &mut std::collections::VecDeque<crate::Event>,
+    mut path: Option<&mut Option<(u64, u64, bool)>>,
+) -> Result<(), ConnectionError> {
+    for frame in Frames::new(payload) {
+        let frame = frame.map_err(|_| ConnectionError::Protocol("malformed frame"))?;
+        match frame {
+            Frame::Path {
+                rate,
+                rtt_us,
+                exact,
+            } => {
+                if let Some(p) = path.as_deref_mut() {
+                    *p = Some((rate, rtt_us, exact));
                 }
-                frame => self
-                    .streams
-                    .on_frame(frame, &self.config, &mut self.events)?,
             }
+            frame => streams.on_frame(frame, config, events)?,
         }
-        Ok(())
     }
+    Ok(())
 }

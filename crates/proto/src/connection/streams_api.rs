@@ -54,6 +54,12 @@ impl Connection {
         self.streams.send_open_result(id, code)
     }
 
+    /// Whether control frames (credit updates, open results, resets) wait to be sent: a
+    /// runtime need not wake its send loop after a read that queued none.
+    pub fn has_control_queued(&self) -> bool {
+        self.streams.has_control_queued()
+    }
+
     /// Whether a write on `id` would take bytes now.
     pub fn is_writable(&self, id: StreamId) -> bool {
         self.streams.is_writable(id)

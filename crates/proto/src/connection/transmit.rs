@@ -14,6 +14,17 @@ impl Connection {
     #[must_use]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         buf.clear();
+        self.poll_transmit_append(now, buf)
+    }
+
+    /// Appends the next datagram to `buf`, behind what it holds (a GSO batch being
+    /// built), if one is due; the [`Transmit`]'s size is that datagram's.
+    pub(crate) fn poll_transmit_append(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+    ) -> Option<Transmit> {
+        self.bufs.start = buf.len();
         if let Some(accept) = self.hs.accept_pending.pop_front() {
             buf.extend_from_slice(&accept);
             return Some(self.transmit(buf));
@@ -148,11 +159,12 @@ impl Connection {
     }
 
     fn transmit(&mut self, buf: &[u8]) -> Transmit {
+        let size = buf.len() - self.bufs.start;
         self.stats.datagrams_sent += 1;
-        self.stats.bytes_sent += buf.len() as u64;
+        self.stats.bytes_sent += size as u64;
         Transmit {
             destination: self.remote,
-            size: buf.len(),
+            size,
         }
     }
 
@@ -171,7 +183,8 @@ impl Connection {
         let Some(ack) = self.pending_ack(now) else {
             return;
         };
-        if buf.len() + ack.encoded_len() + body + TAG_LEN <= self.config.max_datagram {
+        let len = buf.len() - self.bufs.start;
+        if len + ack.encoded_len() + body + TAG_LEN <= self.config.max_datagram {
             self.emit_ack(&ack, buf);
         }
     }
@@ -202,14 +215,14 @@ impl Connection {
     ) -> Transmit {
         let pn = self.sent.next_pn();
         if let Some(key) = &self.keys.tx {
-            key.seal(pn, buf, DATA_HEADER_LEN);
+            key.seal_at(pn, buf, self.bufs.start, DATA_HEADER_LEN);
         }
         let in_flight = self.sent.on_sent(now, kind, eliciting);
         if eliciting {
             self.cc.on_sent(now, 1, in_flight);
             self.timers.last_ack_eliciting_sent = Some(now);
         }
-        self.pacer.on_sent(now, buf.len());
+        self.pacer.on_sent(now, buf.len() - self.bufs.start);
         self.timers.last_sent = Some(now);
         self.trim_sent();
         self.transmit(buf)
@@ -283,12 +296,7 @@ impl Connection {
                 .max_datagram
                 .saturating_sub(DATA_HEADER_LEN + TAG_LEN + wire::SOURCE_LAST_HEADER_LEN + ack),
         );
-        self.streams.fill_payload(
-            &mut self.bufs.payload,
-            &mut self.bufs.scratch,
-            cap,
-            &self.config,
-            &mut self.events,
-        )
+        self.streams
+            .fill_payload(&mut self.bufs.payload, cap, &self.config, &mut self.events)
     }
 }

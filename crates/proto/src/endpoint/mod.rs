@@ -6,7 +6,7 @@
 //! stateless RESET) are never larger than the datagram that caused them.
 
 use crate::config::TransportConfig;
-use crate::connection::{Connection, Event, Role, Transmit};
+use crate::connection::{BatchTransmit, Connection, Event, Role, Transmit};
 use crate::crypto::Psk;
 use crate::wire::{self, Accept, Initiate, Reject, Reset, RANDOM_LEN};
 use rand::{RngCore, SeedableRng};
@@ -342,6 +342,64 @@ impl Endpoint {
                     return Some(t);
                 }
             }
+        }
+        None
+    }
+
+    /// Writes a batch of datagrams for one destination into `buf` (cleared first), for one
+    /// GSO send: up to `max_datagrams` of them, each [`BatchTransmit::segment_size`] bytes
+    /// but the last, which may be shorter. Each datagram is built and sealed where it is
+    /// sent from; the caller hands `buf[..size]` to the socket as is. One session fills a
+    /// batch; the next call starts with the next session (round-robin).
+    #[must_use]
+    pub fn poll_transmit_batch(
+        &mut self,
+        now: Instant,
+        max_datagrams: usize,
+        buf: &mut Vec<u8>,
+    ) -> Option<BatchTransmit> {
+        buf.clear();
+        if let Some((to, bytes)) = self.outbox.pop_front() {
+            buf.extend_from_slice(&bytes);
+            return Some(BatchTransmit {
+                destination: to,
+                size: bytes.len(),
+                segment_size: bytes.len(),
+            });
+        }
+        let n = self.order.len();
+        for i in 0..n {
+            let idx = (self.cursor + i) % n;
+            let id = self.order[idx];
+            let Some(c) = self.connections.get_mut(&id) else {
+                continue;
+            };
+            let Some(first) = c.poll_transmit_append(now, buf) else {
+                continue;
+            };
+            self.cursor = (idx + 1) % n;
+            let segment_size = first.size;
+            for _ in 1..max_datagrams {
+                let start = buf.len();
+                let Some(t) = c.poll_transmit_append(now, buf) else {
+                    break;
+                };
+                if t.destination != first.destination || t.size > segment_size {
+                    // Cannot ride this batch (a full datagram behind a short one): it goes
+                    // first in the next.
+                    let held = buf.split_off(start);
+                    self.outbox.push_front((t.destination, held));
+                    break;
+                }
+                if t.size < segment_size {
+                    break;
+                }
+            }
+            return Some(BatchTransmit {
+                destination: first.destination,
+                size: buf.len(),
+                segment_size,
+            });
         }
         None
     }
