@@ -240,7 +240,7 @@ fn probe(ns: &str, socks: bool, url: &str) -> Result<bool> {
     Ok(status.is_some_and(|s| s.success()))
 }
 
-fn wait_probe(ns: &str, socks: bool, url: &str, limit: Duration) -> Result<()> {
+pub(super) fn wait_probe(ns: &str, socks: bool, url: &str, limit: Duration) -> Result<()> {
     let start = ctcp_runtime::clock::now();
     while !probe(ns, socks, url)? {
         if start.elapsed() > limit {
@@ -252,7 +252,13 @@ fn wait_probe(ns: &str, socks: bool, url: &str, limit: Duration) -> Result<()> {
 }
 
 /// A gateway process (`ctcp-forward` or `ctcp-reverse`) in `ns`.
-fn gateway(name: &str, ns: &str, bin: &Path, args: &[String], work: &Path) -> Result<Proc> {
+pub(super) fn gateway(
+    name: &str,
+    ns: &str,
+    bin: &Path,
+    args: &[String],
+    work: &Path,
+) -> Result<Proc> {
     let log = std::fs::File::create(work.join(format!("{name}.log")))?;
     let level = std::env::var("NETBENCH_LOG").unwrap_or_else(|_| "warn".into());
     Proc::spawn(
@@ -273,7 +279,7 @@ fn relay_args() -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn write_key(work: &Path, name: &str, seed: u64) -> Result<String> {
+pub(super) fn write_key(work: &Path, name: &str, seed: u64) -> Result<String> {
     let mut raw = [0u8; 32];
     fill_block(seed, &mut raw);
     let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
@@ -283,7 +289,7 @@ fn write_key(work: &Path, name: &str, seed: u64) -> Result<String> {
 }
 
 /// `VmHWM` of the process `ip netns exec` became (or its child), in bytes.
-fn vm_hwm(pid: u32) -> Option<u64> {
+pub(super) fn vm_hwm(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kb: u64 = status
         .lines()
