@@ -1,11 +1,13 @@
 //! `netbench --tandem` (issue 28): seed 003's tandem network scaled to our tools. Two
 //! lossy middle segments of 3 Mbit/s / 10 ms (one-way) with random loss r₀ on each in the
 //! data's direction, between edge links of 5 ms, crossed by 1 to 4 concurrent downloads
-//! each held to 1 Mbit/s (seed 003's 1 Mbit/s edge links; here `curl --limit-rate`, so
-//! 4 flows ask for 4 Mbit/s of a 3 Mbit/s path, the seed's congestion case):
+//! each held to 1 Mbit/s (seed 003's 1 Mbit/s edge links; here the origin writes each
+//! response at 1 Mbit/s, [`PACED_SERVER`], so 4 flows ask for 4 Mbit/s of a 3 Mbit/s
+//! path, the seed's congestion case; `curl --limit-rate` would not do: it caps the
+//! average since the start and lets a flow that fell behind burst above the cap):
 //!
 //! ```text
-//! ns A (curl ×n) ─edge 5 ms─ M1 (GW1) ═ 3 Mbit/s, 10 ms, r₀ ═ M2 (GW2) ═ 3 Mbit/s, 10 ms, r₀ ═ M3 (GW3) ─edge 5 ms─ ns B (http.server)
+//! ns A (curl ×n) ─edge 5 ms─ M1 (GW1) ═ 3 Mbit/s, 10 ms, r₀ ═ M2 (GW2) ═ 3 Mbit/s, 10 ms, r₀ ═ M3 (GW3) ─edge 5 ms─ ns B (paced origin)
 //! 10.77.0.1        10.77.0.2 | 10.77.1.1        10.77.1.2 | 10.77.2.1         10.77.2.2 | 10.77.3.1        10.77.3.2
 //! ```
 //!
@@ -47,8 +49,52 @@ pub const SEG_DELAY_MS: u64 = 10;
 pub const EDGE_DELAY_MS: u64 = 5;
 /// Middle segments' drop-tail queue: 100 packets of 1000 bytes.
 pub const SEG_QUEUE_BYTES: u64 = 100_000;
-/// Each flow's cap (the seed's 1 Mbit/s edge link), bytes/s for `curl --limit-rate`.
+/// Each flow's cap (the seed's 1 Mbit/s edge link), bytes/s.
 pub const FLOW_LIMIT_BYTES: u64 = 125_000;
+
+/// The origin: an HTTP/1.0 server (`python3 -c`, arguments: address, port, directory,
+/// bytes/s) that writes each file at a steady rate, 5,000-byte writes at most one per
+/// 5,000 / rate seconds and no catching up after a blocked write, one thread per
+/// connection: every flow's 1 Mbit/s edge link at its source.
+pub const PACED_SERVER: &str = r#"
+import os, socket, socketserver, sys, threading, time
+addr, port, root, rate = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+CHUNK = 5000
+class H(socketserver.BaseRequestHandler):
+    def handle(self):
+        req = b""
+        while b"\r\n\r\n" not in req:
+            d = self.request.recv(4096)
+            if not d:
+                return
+            req += d
+        name = os.path.basename(req.split(b" ")[1].decode().lstrip("/"))
+        try:
+            f = open(os.path.join(root, name), "rb")
+        except OSError:
+            self.request.sendall(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+            return
+        size = os.fstat(f.fileno()).st_size
+        self.request.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % size)
+        due = time.monotonic()
+        while True:
+            data = f.read(CHUNK)
+            if not data:
+                return
+            now = time.monotonic()
+            if due > now:
+                time.sleep(due - now)
+            try:
+                self.request.sendall(data)
+            except OSError:
+                return
+            # No catching up: a flow the path held back gets no burst above the rate.
+            due = max(due, time.monotonic()) + CHUNK / rate
+class S(socketserver.ThreadingTCPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+S((addr, port), H).serve_forever()
+"#;
 
 const ADDR_SERVER: &str = "10.77.3.2";
 const ADDR_GW1: &str = "10.77.0.2";
@@ -359,7 +405,6 @@ fn cell(
         let mut c = curl(&link.entry.ns_a, socks);
         c.args(["-o"])
             .arg(d)
-            .args(["--limit-rate", &FLOW_LIMIT_BYTES.to_string()])
             .args(["--max-time", &secs.to_string(), &url])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -431,11 +476,11 @@ pub fn run(
         let [ns_a, .., ns_b] = link.namespaces();
         let http_log = std::fs::File::create(work.join("tandem-http.log"))?;
         let _http = Proc::spawn(
-            "python3 http.server",
+            "python3 paced server",
             in_ns(&ns_b, "python3")
-                .args(["-m", "http.server", "--bind", ADDR_SERVER, "--directory"])
+                .args(["-c", PACED_SERVER, ADDR_SERVER, &HTTP_PORT.to_string()])
                 .arg(www)
-                .arg(HTTP_PORT.to_string())
+                .arg(FLOW_LIMIT_BYTES.to_string())
                 .stdin(Stdio::null())
                 .stdout(http_log.try_clone()?)
                 .stderr(http_log),
