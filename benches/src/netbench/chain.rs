@@ -261,11 +261,19 @@ pub(super) fn gateway(
 ) -> Result<Proc> {
     let log = std::fs::File::create(work.join(format!("{name}.log")))?;
     let level = std::env::var("NETBENCH_LOG").unwrap_or_else(|_| "warn".into());
+    // With NETBENCH_LOG=debug each session's statistics every 250 ms, as the sweep's
+    // proxies log them.
+    let stats: &[&str] = if level == "debug" {
+        &["--stats-interval", "250ms"]
+    } else {
+        &[]
+    };
     Proc::spawn(
         name,
         in_ns(ns, &bin.to_string_lossy())
             .args(args)
             .args(["--log-level", &level])
+            .args(stats)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log),
