@@ -17,6 +17,13 @@
 //! cargo run --release -p ctcp-benches --bin netbench -- --tandem --plots      # ≈ 20 min
 //! ```
 //!
+//! `--chain-delay` (issue 28) runs the same two paths with a stream of timestamped
+//! 1000-byte records from the server's namespace at `--delay-rate-mbit` (default 5, half
+//! the satellite) for `--delay-secs` (default 30) through `ctcp-e2e` and `ctcp-relay`,
+//! and reports the extra delivery delay (arrival − write − the chain's one-way delay,
+//! 310 ms) at p50/p90/p99, over all records and after a 5 s warm-up; rows go to
+//! `benches/results/netbench-chain-delay.json`.
+//!
 //! `--tandem` (issue 28, seed 003) runs [`ctcp_benches::netbench::tandem`]: two middle
 //! segments of 3 Mbit/s / 10 ms with random loss r₀ each (in the data's direction)
 //! between 5 ms edges, 1 to 4 concurrent downloads each capped at 1 Mbit/s, through
@@ -119,6 +126,7 @@ use std::path::{Path, PathBuf};
 enum Action {
     Run(Mode),
     Chain,
+    ChainDelay,
     Tandem,
     Validate,
     PlotsOnly,
@@ -136,6 +144,8 @@ struct Args {
     tandem_flows: Vec<usize>,
     tandem_systems: Vec<String>,
     tandem_secs: u64,
+    delay_rate_mbit: f64,
+    delay_secs: u64,
 }
 
 fn parse_args() -> Result<Args> {
@@ -155,6 +165,8 @@ fn parse_args() -> Result<Args> {
             .map(String::from)
             .to_vec(),
         tandem_secs: 16,
+        delay_rate_mbit: 5.0,
+        delay_secs: 30,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -168,6 +180,15 @@ fn parse_args() -> Result<Args> {
             "--validate" => a.action = Action::Validate,
             "--chain" => a.action = Action::Chain,
             "--tandem" => a.action = Action::Tandem,
+            "--chain-delay" => a.action = Action::ChainDelay,
+            "--delay-rate-mbit" => {
+                let v = it.next().context("--delay-rate-mbit needs Mbit/s")?;
+                a.delay_rate_mbit = v.parse().context("--delay-rate-mbit needs Mbit/s")?;
+            }
+            "--delay-secs" => {
+                let v = it.next().context("--delay-secs needs seconds")?;
+                a.delay_secs = v.parse().context("--delay-secs needs seconds")?;
+            }
             "--repeats" => {
                 let v = it.next().context("--repeats needs a count")?;
                 a.repeats = v.parse().context("--repeats needs a count")?;
@@ -258,7 +279,7 @@ fn parse_args() -> Result<Args> {
             }
             "-h" | "--help" => {
                 println!(
-                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--chain|--tandem|--validate|--plots-only [--out FILE] [--repeats N] [--chain-systems ctcp-e2e,ctcp-relay,bbr,cubic] [--tandem-flows 1,2,3,4] [--tandem-systems tcp-cubic,tcp-reno,ctcp-single,ctcp-cascade] [--tandem-secs S] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic] [--fairness-reference cubic|reno|bbr]"
+                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--chain|--chain-delay|--tandem|--validate|--plots-only [--out FILE] [--repeats N] [--chain-systems ctcp-e2e,ctcp-relay,bbr,cubic] [--tandem-flows 1,2,3,4] [--tandem-systems tcp-cubic,tcp-reno,ctcp-single,ctcp-cascade] [--tandem-secs S] [--delay-rate-mbit M] [--delay-secs S] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic] [--fairness-reference cubic|reno|bbr]"
                 );
                 std::process::exit(0);
             }
@@ -454,6 +475,40 @@ fn chain_mode(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// `--chain-delay`: the chain's extra delivery delay, one tunnel against the cascade.
+fn chain_delay_mode(args: &Args) -> Result<()> {
+    let bins = Bins::locate()?;
+    let work = WorkDir::create()?;
+    let out_path = args
+        .out
+        .clone()
+        .unwrap_or_else(|| results_dir().join("netbench-chain-delay.json"));
+    let mut out = Out::create(&out_path)?;
+    let systems: Vec<&str> = args
+        .chain_systems
+        .iter()
+        .map(String::as_str)
+        .filter(|s| s.starts_with("ctcp"))
+        .collect();
+    let rate = (args.delay_rate_mbit * 1e6) as u64;
+    let repeats = if args.repeats_given { args.repeats } else { 1 };
+    for segs in [chain::CHAIN, chain::CHAIN_REVERSED] {
+        chain::run_delay(
+            &bins,
+            &work.path,
+            &work.www,
+            &mut out,
+            segs,
+            rate,
+            args.delay_secs,
+            repeats,
+            &systems,
+        )?;
+    }
+    println!("wrote {}", out.path.display());
+    Ok(())
+}
+
 /// `--tandem`: seed 003's tandem, plain TCP against one tunnel and two in cascade.
 fn tandem_mode(args: &Args) -> Result<()> {
     let bins = Bins::locate()?;
@@ -511,6 +566,7 @@ fn main() -> Result<()> {
         Action::Validate => validate_mode(args.out.clone()),
         Action::Chain => chain_mode(&args),
         Action::Tandem => tandem_mode(&args),
+        Action::ChainDelay => chain_delay_mode(&args),
         Action::Run(mode) => run_mode(mode, &args),
         Action::PlotsOnly => Ok(()),
     };
