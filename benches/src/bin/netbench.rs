@@ -14,7 +14,24 @@
 //! cargo run --release -p ctcp-benches --bin netbench -- --large-pipe --plots  # ≤ 5 min
 //! cargo run --release -p ctcp-benches --bin netbench -- --asymmetric --plots  # ≤ 8 min
 //! cargo run --release -p ctcp-benches --bin netbench -- --chain               # ≤ 10 min
+//! cargo run --release -p ctcp-benches --bin netbench -- --tandem --plots      # ≈ 20 min
 //! ```
+//!
+//! `--chain-delay` (issue 28) runs the same two paths with a stream of timestamped
+//! 1000-byte records from the server's namespace at `--delay-rate-mbit` (default 5, half
+//! the satellite) for `--delay-secs` (default 30) through `ctcp-e2e` and `ctcp-relay`,
+//! and reports the extra delivery delay (arrival − write − the chain's one-way delay,
+//! 310 ms) at p50/p90/p99, over all records and after a 5 s warm-up; rows go to
+//! `benches/results/netbench-chain-delay.json`.
+//!
+//! `--tandem` (issue 28, seed 003) runs [`ctcp_benches::netbench::tandem`]: two middle
+//! segments of 3 Mbit/s / 10 ms with random loss r₀ each (in the data's direction)
+//! between 5 ms edges, 1 to 4 concurrent downloads each capped at 1 Mbit/s, through
+//! plain kernel TCP (`tcp-cubic`; `tcp-reno` on request), one ctcp tunnel over both
+//! segments (`ctcp-single`) and two cascaded through a relay (`ctcp-cascade`). Each cell
+//! measures `--tandem-secs S` (default 16) after a 4 s warm-up. Filters: `--loss` (r₀,
+//! default 0,0.1,0.2,0.3), `--tandem-flows 3,4`, `--tandem-systems ctcp-single,ctcp-cascade`,
+//! `--repeats N` (default 1 here). Rows go to `benches/results/netbench-tandem.json`.
 //!
 //! `--chain` (issue 28) runs the heterogeneous two-segment path of
 //! [`ctcp_benches::netbench::chain`] — 10 Mbit/s, 600 ms, 1 % loss (satellite) then
@@ -101,7 +118,7 @@ use ctcp_benches::netbench::link::JitterDist;
 use ctcp_benches::netbench::plan::{self, Mode};
 use ctcp_benches::netbench::run::{fairness_size, run_plan, Ctx, Out, WorkDir};
 use ctcp_benches::netbench::workload::Bins;
-use ctcp_benches::netbench::{chain, plots, procs, report, validate};
+use ctcp_benches::netbench::{chain, plots, procs, report, tandem, validate};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -109,6 +126,8 @@ use std::path::{Path, PathBuf};
 enum Action {
     Run(Mode),
     Chain,
+    ChainDelay,
+    Tandem,
     Validate,
     PlotsOnly,
 }
@@ -121,6 +140,12 @@ struct Args {
     filter: plan::Filter,
     repeats: usize,
     chain_systems: Vec<String>,
+    repeats_given: bool,
+    tandem_flows: Vec<usize>,
+    tandem_systems: Vec<String>,
+    tandem_secs: u64,
+    delay_rate_mbit: f64,
+    delay_secs: u64,
 }
 
 fn parse_args() -> Result<Args> {
@@ -134,6 +159,14 @@ fn parse_args() -> Result<Args> {
         chain_systems: ["ctcp-e2e", "ctcp-relay", "bbr", "cubic"]
             .map(String::from)
             .to_vec(),
+        repeats_given: false,
+        tandem_flows: vec![1, 2, 3, 4],
+        tandem_systems: ["tcp-cubic", "ctcp-single", "ctcp-cascade"]
+            .map(String::from)
+            .to_vec(),
+        tandem_secs: 16,
+        delay_rate_mbit: 5.0,
+        delay_secs: 30,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -146,9 +179,32 @@ fn parse_args() -> Result<Args> {
             "--asymmetric" => a.action = Action::Run(Mode::Asymmetric),
             "--validate" => a.action = Action::Validate,
             "--chain" => a.action = Action::Chain,
+            "--tandem" => a.action = Action::Tandem,
+            "--chain-delay" => a.action = Action::ChainDelay,
+            "--delay-rate-mbit" => {
+                let v = it.next().context("--delay-rate-mbit needs Mbit/s")?;
+                a.delay_rate_mbit = v.parse().context("--delay-rate-mbit needs Mbit/s")?;
+            }
+            "--delay-secs" => {
+                let v = it.next().context("--delay-secs needs seconds")?;
+                a.delay_secs = v.parse().context("--delay-secs needs seconds")?;
+            }
             "--repeats" => {
                 let v = it.next().context("--repeats needs a count")?;
                 a.repeats = v.parse().context("--repeats needs a count")?;
+                a.repeats_given = true;
+            }
+            "--tandem-flows" => {
+                let v = it.next().context("--tandem-flows needs a list")?;
+                a.tandem_flows = v.split(',').map(str::parse).collect::<Result<_, _>>()?;
+            }
+            "--tandem-systems" => {
+                let v = it.next().context("--tandem-systems needs a list")?;
+                a.tandem_systems = v.split(',').map(String::from).collect();
+            }
+            "--tandem-secs" => {
+                let v = it.next().context("--tandem-secs needs seconds")?;
+                a.tandem_secs = v.parse().context("--tandem-secs needs seconds")?;
             }
             "--chain-systems" => {
                 let v = it.next().context("--chain-systems needs a list")?;
@@ -223,7 +279,7 @@ fn parse_args() -> Result<Args> {
             }
             "-h" | "--help" => {
                 println!(
-                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--chain|--validate|--plots-only [--out FILE] [--repeats N] [--chain-systems ctcp-e2e,ctcp-relay,bbr,cubic] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic] [--fairness-reference cubic|reno|bbr]"
+                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--chain|--chain-delay|--tandem|--validate|--plots-only [--out FILE] [--repeats N] [--chain-systems ctcp-e2e,ctcp-relay,bbr,cubic] [--tandem-flows 1,2,3,4] [--tandem-systems tcp-cubic,tcp-reno,ctcp-single,ctcp-cascade] [--tandem-secs S] [--delay-rate-mbit M] [--delay-secs S] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic] [--fairness-reference cubic|reno|bbr]"
                 );
                 std::process::exit(0);
             }
@@ -283,6 +339,13 @@ fn plots_only(out: Option<PathBuf>) -> Result<()> {
     let text =
         std::fs::read_to_string(&out).with_context(|| format!("reading {}", out.display()))?;
     let rows = report::read_rows(&text)?;
+    if rows.iter().any(|r| r["workload"] == "tandem") {
+        print!("{}", tandem::markdown(&rows));
+        for p in plots::tandem_plots(&rows, &plot_dir(&out))? {
+            println!("plot: {}", p.display());
+        }
+        return Ok(());
+    }
     print!("{}", report::markdown(&rows));
     write_plots(&rows, &out)
 }
@@ -412,6 +475,72 @@ fn chain_mode(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// `--chain-delay`: the chain's extra delivery delay, one tunnel against the cascade.
+fn chain_delay_mode(args: &Args) -> Result<()> {
+    let bins = Bins::locate()?;
+    let work = WorkDir::create()?;
+    let out_path = args
+        .out
+        .clone()
+        .unwrap_or_else(|| results_dir().join("netbench-chain-delay.json"));
+    let mut out = Out::create(&out_path)?;
+    let systems: Vec<&str> = args
+        .chain_systems
+        .iter()
+        .map(String::as_str)
+        .filter(|s| s.starts_with("ctcp"))
+        .collect();
+    let rate = (args.delay_rate_mbit * 1e6) as u64;
+    let repeats = if args.repeats_given { args.repeats } else { 1 };
+    for segs in [chain::CHAIN, chain::CHAIN_REVERSED] {
+        chain::run_delay(
+            &bins,
+            &work.path,
+            &work.www,
+            &mut out,
+            segs,
+            rate,
+            args.delay_secs,
+            repeats,
+            &systems,
+        )?;
+    }
+    println!("wrote {}", out.path.display());
+    Ok(())
+}
+
+/// `--tandem`: seed 003's tandem, plain TCP against one tunnel and two in cascade.
+fn tandem_mode(args: &Args) -> Result<()> {
+    let bins = Bins::locate()?;
+    let work = WorkDir::create()?;
+    let out_path = args
+        .out
+        .clone()
+        .unwrap_or_else(|| results_dir().join("netbench-tandem.json"));
+    let mut out = Out::create(&out_path)?;
+    let plan = tandem::TandemPlan {
+        losses: if args.filter.losses.is_empty() {
+            vec![0.0, 0.1, 0.2, 0.3]
+        } else {
+            args.filter.losses.clone()
+        },
+        flows: args.tandem_flows.clone(),
+        systems: args.tandem_systems.clone(),
+        warmup: std::time::Duration::from_secs(4),
+        measure: std::time::Duration::from_secs(args.tandem_secs),
+        repeats: if args.repeats_given { args.repeats } else { 1 },
+    };
+    let rows = tandem::run(&bins, &work.path, &work.www, &mut out, &plan)?;
+    println!("\n{}", tandem::markdown(&rows));
+    println!("wrote {}", out.path.display());
+    if args.plots {
+        for p in plots::tandem_plots(&rows, &plot_dir(&out_path))? {
+            println!("plot: {}", p.display());
+        }
+    }
+    Ok(())
+}
+
 /// `--smoke` passes only if every ctcp transfer arrived byte-exact.
 fn smoke_check(rows: &[Value]) -> Result<()> {
     let ctcp: Vec<&Value> = rows.iter().filter(|r| r["system"] == "ctcp").collect();
@@ -436,6 +565,8 @@ fn main() -> Result<()> {
     let r = match args.action {
         Action::Validate => validate_mode(args.out.clone()),
         Action::Chain => chain_mode(&args),
+        Action::Tandem => tandem_mode(&args),
+        Action::ChainDelay => chain_delay_mode(&args),
         Action::Run(mode) => run_mode(mode, &args),
         Action::PlotsOnly => Ok(()),
     };

@@ -240,7 +240,7 @@ fn probe(ns: &str, socks: bool, url: &str) -> Result<bool> {
     Ok(status.is_some_and(|s| s.success()))
 }
 
-fn wait_probe(ns: &str, socks: bool, url: &str, limit: Duration) -> Result<()> {
+pub(super) fn wait_probe(ns: &str, socks: bool, url: &str, limit: Duration) -> Result<()> {
     let start = ctcp_runtime::clock::now();
     while !probe(ns, socks, url)? {
         if start.elapsed() > limit {
@@ -252,14 +252,28 @@ fn wait_probe(ns: &str, socks: bool, url: &str, limit: Duration) -> Result<()> {
 }
 
 /// A gateway process (`ctcp-forward` or `ctcp-reverse`) in `ns`.
-fn gateway(name: &str, ns: &str, bin: &Path, args: &[String], work: &Path) -> Result<Proc> {
+pub(super) fn gateway(
+    name: &str,
+    ns: &str,
+    bin: &Path,
+    args: &[String],
+    work: &Path,
+) -> Result<Proc> {
     let log = std::fs::File::create(work.join(format!("{name}.log")))?;
     let level = std::env::var("NETBENCH_LOG").unwrap_or_else(|_| "warn".into());
+    // With NETBENCH_LOG=debug each session's statistics every 250 ms, as the sweep's
+    // proxies log them.
+    let stats: &[&str] = if level == "debug" {
+        &["--stats-interval", "250ms"]
+    } else {
+        &[]
+    };
     Proc::spawn(
         name,
         in_ns(ns, &bin.to_string_lossy())
             .args(args)
             .args(["--log-level", &level])
+            .args(stats)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log),
@@ -273,7 +287,7 @@ fn relay_args() -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn write_key(work: &Path, name: &str, seed: u64) -> Result<String> {
+pub(super) fn write_key(work: &Path, name: &str, seed: u64) -> Result<String> {
     let mut raw = [0u8; 32];
     fill_block(seed, &mut raw);
     let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
@@ -283,7 +297,7 @@ fn write_key(work: &Path, name: &str, seed: u64) -> Result<String> {
 }
 
 /// `VmHWM` of the process `ip netns exec` became (or its child), in bytes.
-fn vm_hwm(pid: u32) -> Option<u64> {
+pub(super) fn vm_hwm(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kb: u64 = status
         .lines()
@@ -361,6 +375,99 @@ fn download(
     Ok(row)
 }
 
+/// Starts `system`'s gateways on `link` (none for kernel TCP, whose congestion control it
+/// sets instead): the processes and the relay's pid.
+fn start_system(
+    system: &str,
+    link: &ChainLink,
+    bins: &Bins,
+    work: &Path,
+    keys: &[String; 2],
+) -> Result<(Vec<Proc>, Option<u32>)> {
+    let [ns_a, ns_m, ns_b] = link.namespaces();
+    let mut procs = Vec::new();
+    let mut relay_pid = None;
+    let socks = system.starts_with("ctcp");
+    let port = |a: &str| format!("{a}:{CTCP_PORT}");
+    match system {
+        "ctcp-e2e" => {
+            procs.push(gateway(
+                "chain-reverse",
+                &ns_b,
+                &bins.reverse,
+                &[
+                    "--listen".into(),
+                    port(ADDR_SERVER),
+                    "--psk-file".into(),
+                    keys[0].clone(),
+                ],
+                work,
+            )?);
+        }
+        "ctcp-relay" => {
+            procs.push(gateway(
+                "chain-reverse",
+                &ns_b,
+                &bins.reverse,
+                &[
+                    "--listen".into(),
+                    port(ADDR_SERVER),
+                    "--psk-file".into(),
+                    keys[1].clone(),
+                ],
+                work,
+            )?);
+            let relay = gateway(
+                "chain-relay",
+                &ns_m,
+                &bins.reverse,
+                &[
+                    "--listen".into(),
+                    port(ADDR_MIDDLE),
+                    "--psk-file".into(),
+                    keys[0].clone(),
+                    "--next-hop".into(),
+                    port(ADDR_SERVER),
+                    "--next-psk-file".into(),
+                    keys[1].clone(),
+                ]
+                .into_iter()
+                .chain(relay_args())
+                .collect::<Vec<_>>(),
+                work,
+            )?;
+            relay_pid = Some(relay.pid());
+            procs.push(relay);
+        }
+        "bbr" | "cubic" => link.set_cc(system)?,
+        other => bail!("unknown chain system {other} (ctcp-e2e, ctcp-relay, bbr, cubic)"),
+    }
+    if socks {
+        let peer = if system == "ctcp-e2e" {
+            port(ADDR_SERVER)
+        } else {
+            port(ADDR_MIDDLE)
+        };
+        procs.push(gateway(
+            "chain-forward",
+            &ns_a,
+            &bins.forward,
+            &[
+                "--listen".into(),
+                SOCKS.into(),
+                "--peer".into(),
+                peer,
+                "--psk-file".into(),
+                keys[0].clone(),
+                "--fast-open".into(),
+                "true".into(),
+            ],
+            work,
+        )?);
+    }
+    Ok((procs, relay_pid))
+}
+
 /// Runs the chain scenario on `segs` (the client's side first): `repeats` downloads of
 /// `size` bytes per system, each row written to `out`.
 ///
@@ -381,7 +488,7 @@ pub fn run(
     std::fs::write(www.join("probe.txt"), "x")?;
     let link = ChainLink::start(bins, work, segs)?;
     let path = format!("{}-{}", segs[0].name, segs[1].name);
-    let [ns_a, ns_m, ns_b] = link.namespaces();
+    let [ns_a, _, ns_b] = link.namespaces();
     let http_log = std::fs::File::create(work.join("chain-http.log"))?;
     let _http = Proc::spawn(
         "python3 http.server",
@@ -406,85 +513,9 @@ pub fn run(
     for &system in systems {
         for rep in 0..repeats {
             // A fresh set of gateways per download: cold sessions, like a first transfer.
-            let mut procs = Vec::new();
-            let mut relay_pid = None;
             let socks = system.starts_with("ctcp");
-            let port = |a: &str| format!("{a}:{CTCP_PORT}");
-            match system {
-                "ctcp-e2e" => {
-                    procs.push(gateway(
-                        "chain-reverse",
-                        &ns_b,
-                        &bins.reverse,
-                        &[
-                            "--listen".into(),
-                            port(ADDR_SERVER),
-                            "--psk-file".into(),
-                            keys[0].clone(),
-                        ],
-                        work,
-                    )?);
-                }
-                "ctcp-relay" => {
-                    procs.push(gateway(
-                        "chain-reverse",
-                        &ns_b,
-                        &bins.reverse,
-                        &[
-                            "--listen".into(),
-                            port(ADDR_SERVER),
-                            "--psk-file".into(),
-                            keys[1].clone(),
-                        ],
-                        work,
-                    )?);
-                    let relay = gateway(
-                        "chain-relay",
-                        &ns_m,
-                        &bins.reverse,
-                        &[
-                            "--listen".into(),
-                            port(ADDR_MIDDLE),
-                            "--psk-file".into(),
-                            keys[0].clone(),
-                            "--next-hop".into(),
-                            port(ADDR_SERVER),
-                            "--next-psk-file".into(),
-                            keys[1].clone(),
-                        ]
-                        .into_iter()
-                        .chain(relay_args())
-                        .collect::<Vec<_>>(),
-                        work,
-                    )?;
-                    relay_pid = Some(relay.pid());
-                    procs.push(relay);
-                }
-                "bbr" | "cubic" => link.set_cc(system)?,
-                other => bail!("unknown chain system {other} (ctcp-e2e, ctcp-relay, bbr, cubic)"),
-            }
+            let (procs, relay_pid) = start_system(system, &link, bins, work, &keys)?;
             if socks {
-                let peer = if system == "ctcp-e2e" {
-                    port(ADDR_SERVER)
-                } else {
-                    port(ADDR_MIDDLE)
-                };
-                procs.push(gateway(
-                    "chain-forward",
-                    &ns_a,
-                    &bins.forward,
-                    &[
-                        "--listen".into(),
-                        SOCKS.into(),
-                        "--peer".into(),
-                        peer,
-                        "--psk-file".into(),
-                        keys[0].clone(),
-                        "--fast-open".into(),
-                        "true".into(),
-                    ],
-                    work,
-                )?);
                 wait_probe(&ns_a, true, &probe_url, Duration::from_secs(60))?;
             }
             let limit = if socks { ctcp_limit } else { kernel_limit };
@@ -510,6 +541,173 @@ pub fn run(
                 row["wire_per_goodput_sat"].as_f64().unwrap_or(0.0),
                 row["wire_per_goodput_radio"].as_f64().unwrap_or(0.0),
                 row["bytes_ok"]
+            );
+            out.write(&row)?;
+            rows.push(row);
+            drop(procs);
+        }
+    }
+    Ok(rows)
+}
+
+/// The delay origin (`python3 -c`, arguments: address, port, bytes/s, seconds): on each
+/// connection it writes 1000-byte records, each starting with the wall-clock time of its
+/// write (the namespaces share the host's clock) and its sequence number, at a steady
+/// rate with no catching up after a blocked write, for the given time, then closes.
+const DELAY_SERVER: &str = r#"
+import socket, socketserver, struct, sys, time
+addr, port, rate, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+REC = 1000
+class H(socketserver.BaseRequestHandler):
+    def handle(self):
+        start = time.monotonic()
+        due, seq = start, 0
+        while time.monotonic() - start < secs:
+            now = time.monotonic()
+            if due > now:
+                time.sleep(due - now)
+            rec = struct.pack("<dq", time.time(), seq) + bytes(REC - 16)
+            try:
+                self.request.sendall(rec)
+            except OSError:
+                return
+            seq += 1
+            due = max(due, time.monotonic()) + REC / rate
+class S(socketserver.ThreadingTCPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+S((addr, port), H).serve_forever()
+"#;
+
+/// The delay client (`python3 -c`, arguments: SOCKS address, port, target address, port,
+/// one-way delay in ms, warm-up s): connects through SOCKS5, reads records to EOF and
+/// prints one JSON object: records, and the extra delay (arrival − write − one-way delay)
+/// at p50/p90/p99 over all records and over those written after the warm-up.
+const DELAY_CLIENT: &str = r#"
+import json, socket, struct, sys, time
+sh, sp, th, tp, owd, warm = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
+s = socket.create_connection((sh, sp))
+s.sendall(b"\x05\x01\x00")
+assert s.recv(2) == b"\x05\x00"
+s.sendall(b"\x05\x01\x00\x01" + socket.inet_aton(th) + struct.pack(">H", tp))
+rep = b""
+while len(rep) < 10:
+    d = s.recv(10 - len(rep))
+    assert d, "SOCKS reply cut short"
+    rep += d
+assert rep[1] == 0, "SOCKS connect failed: %d" % rep[1]
+REC = 1000
+buf, delays, first = b"", [], None
+while True:
+    d = s.recv(65536)
+    now = time.time()
+    if not d:
+        break
+    buf += d
+    while len(buf) >= REC:
+        ts, seq = struct.unpack("<dq", buf[:16])
+        buf = buf[REC:]
+        if first is None:
+            first = ts
+        delays.append((ts - first, (now - ts) * 1000.0 - owd))
+def q(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round((len(xs) - 1) * p)))] if xs else None
+alld = [x for _, x in delays]
+steady = [x for t, x in delays if t >= warm]
+print(json.dumps({"records": len(delays), "p50_extra_ms": q(alld, .5), "p90_extra_ms": q(alld, .9), "p99_extra_ms": q(alld, .99), "max_extra_ms": max(alld) if alld else None, "steady_records": len(steady), "steady_p50_extra_ms": q(steady, .5), "steady_p90_extra_ms": q(steady, .9), "steady_p99_extra_ms": q(steady, .99)}))
+"#;
+
+const DELAY_PORT: u16 = 9000;
+
+/// `netbench --chain-delay`: on `segs` (the client's side first), a stream of
+/// timestamped records from the last namespace to the first at `rate_bps` for `secs`,
+/// through each ctcp system in `systems`; the rows carry the extra delivery delay
+/// (arrival − write − the chain's one-way delay) at p50/p90/p99, over every record and
+/// over those written after a 5 s warm-up.
+///
+/// # Errors
+/// Infrastructure failures (the chain, the origin or a gateway that will not start).
+#[allow(clippy::too_many_arguments)]
+pub fn run_delay(
+    bins: &Bins,
+    work: &Path,
+    www: &Path,
+    out: &mut Out,
+    segs: [Segment; 2],
+    rate_bps: u64,
+    secs: u64,
+    repeats: usize,
+    systems: &[&str],
+) -> Result<Vec<Value>> {
+    std::fs::write(www.join("probe.txt"), "x")?;
+    let link = ChainLink::start(bins, work, segs)?;
+    let path = format!("{}-{}", segs[0].name, segs[1].name);
+    let [ns_a, _, ns_b] = link.namespaces();
+    let log = std::fs::File::create(work.join("chain-origins.log"))?;
+    let _http = Proc::spawn(
+        "python3 http.server",
+        in_ns(&ns_b, "python3")
+            .args(["-m", "http.server", "--bind", ADDR_SERVER, "--directory"])
+            .arg(www)
+            .arg(HTTP_PORT.to_string())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log.try_clone()?),
+    )?;
+    let _origin = Proc::spawn(
+        "python3 delay origin",
+        in_ns(&ns_b, "python3")
+            .args(["-c", DELAY_SERVER, ADDR_SERVER, &DELAY_PORT.to_string()])
+            .arg((rate_bps / 8).to_string())
+            .arg(secs.to_string())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log),
+    )?;
+    let probe_url = format!("http://{ADDR_SERVER}:{HTTP_PORT}/probe.txt");
+    wait_probe(&ns_a, false, &probe_url, Duration::from_secs(30))?;
+    let keys = [
+        write_key(work, "chain-psk-1", 281)?,
+        write_key(work, "chain-psk-2", 282)?,
+    ];
+    let owd_ms: u64 = segs.iter().map(|s| s.rtt_ms / 2).sum();
+    let mut rows = Vec::new();
+    for &system in systems {
+        if !system.starts_with("ctcp") {
+            bail!("--chain-delay measures ctcp systems only (ctcp-e2e, ctcp-relay), not {system}");
+        }
+        for rep in 0..repeats {
+            let (procs, _) = start_system(system, &link, bins, work, &keys)?;
+            wait_probe(&ns_a, true, &probe_url, Duration::from_secs(60))?;
+            let (host, port) = SOCKS.split_once(':').unwrap_or(("127.0.0.1", "1080"));
+            let mut c = in_ns(&ns_a, "python3");
+            c.args(["-c", DELAY_CLIENT, host, port, ADDR_SERVER])
+                .arg(DELAY_PORT.to_string())
+                .arg(owd_ms.to_string())
+                .arg("5")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped());
+            let (status, text) =
+                Proc::spawn("delay client", &mut c)?.finish(Duration::from_secs(secs + 60))?;
+            let mut row: Value = serde_json::from_str(text.trim())
+                .with_context(|| format!("the delay client printed {text:?} ({status:?})"))?;
+            row["mode"] = json!("chain-delay");
+            row["system"] = json!(system);
+            row["path"] = json!(path);
+            row["repeat"] = json!(rep);
+            row["rate_bps"] = json!(rate_bps);
+            row["secs"] = json!(secs);
+            row["one_way_delay_ms"] = json!(owd_ms);
+            println!(
+                "chain-delay {path} {system:<10} #{rep}: {} records, extra delay p50 {:.0} p90 {:.0} p99 {:.0} ms (after 5 s: {:.0} / {:.0} / {:.0})",
+                row["records"],
+                row["p50_extra_ms"].as_f64().unwrap_or(f64::NAN),
+                row["p90_extra_ms"].as_f64().unwrap_or(f64::NAN),
+                row["p99_extra_ms"].as_f64().unwrap_or(f64::NAN),
+                row["steady_p50_extra_ms"].as_f64().unwrap_or(f64::NAN),
+                row["steady_p90_extra_ms"].as_f64().unwrap_or(f64::NAN),
+                row["steady_p99_extra_ms"].as_f64().unwrap_or(f64::NAN),
             );
             out.write(&row)?;
             rows.push(row);

@@ -10,7 +10,8 @@
 //!   kernel Cubic or BBR, or a kernel pair as its reference);
 //! - [`report`], [`plots`]: the markdown table and the PNGs;
 //! - [`validate`]: checks of the emulator's delay, loss and rate;
-//! - [`chain`]: `--chain`, a satellite + radio path through a relay (issue 28).
+//! - [`chain`]: `--chain`, a satellite + radio path through a relay (issue 28);
+//! - [`tandem`]: `--tandem`, seed 003's tandem of two lossy segments, 1 to 4 flows.
 
 pub mod chain;
 pub mod link;
@@ -19,5 +20,6 @@ pub mod plots;
 pub mod procs;
 pub mod report;
 pub mod run;
+pub mod tandem;
 pub mod validate;
 pub mod workload;

@@ -100,6 +100,36 @@ pub fn write_all(rows: &[Value], dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(written)
 }
 
+/// Total goodput against the per-segment loss r₀ of `netbench --tandem`, one plot per
+/// number of flows: `netbench-tandem-flows3.png`.
+///
+/// # Errors
+/// If the font or a PNG cannot be written.
+pub fn tandem_plots(rows: &[Value], dir: &Path) -> Result<Vec<PathBuf>> {
+    load_font()?;
+    let sel: Vec<&Value> = rows
+        .iter()
+        .filter(|r| text(r, "workload") == "tandem")
+        .collect();
+    let mut flows: Vec<u64> = sel.iter().map(|r| num(r, "flows") as u64).collect();
+    flows.sort_unstable();
+    flows.dedup();
+    let mut written = Vec::new();
+    for n in flows {
+        let cell: Vec<&Value> = sel
+            .iter()
+            .copied()
+            .filter(|r| num(r, "flows") as u64 == n && num(r, "repeat") == 0.0)
+            .collect();
+        let p = dir.join(format!("netbench-tandem-flows{n}.png"));
+        let what = format!(", tandem 2 × r₀, {n} flow{}", if n == 1 { "" } else { "s" });
+        let rtt = cell.first().map_or(0, |r| num(r, "rtt_ms") as u64);
+        goodput_plot(&cell, rtt, &what, &p)?;
+        written.push(p);
+    }
+    Ok(written)
+}
+
 /// Goodput against random loss per jitter variant (distribution, reordering) and RTT:
 /// `netbench-jitter-uniform-rtt100.png`, `netbench-jitter-normal-reorder-rtt500.png`.
 fn jitter_plots(rows: &[Value], dir: &Path) -> Result<Vec<PathBuf>> {

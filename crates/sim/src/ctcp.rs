@@ -248,6 +248,16 @@ impl CtcpPeer {
         }
     }
 
+    /// This sender writing at most `pace` (a chunk per interval) instead of as fast as
+    /// the session takes it; other applications are unchanged.
+    #[must_use]
+    pub fn with_pace(mut self, pace: Pace) -> Self {
+        if let App::Sender { pace: p, .. } = &mut self.app {
+            *p = Some(pace);
+        }
+        self
+    }
+
     /// The proto endpoint, for statistics.
     #[must_use]
     pub fn endpoint(&self) -> &ProtoEndpoint {
@@ -843,7 +853,22 @@ fn payload_fraction() -> f64 {
 }
 
 /// p99 of per-byte (read time − write time − one-way delay), sampled at read boundaries.
-fn p99_delay(writes: &[(Instant, u64)], reads: &[(Instant, u64)], owd: Duration) -> f64 {
+/// p99 over bytes of (read time − send time − `owd`), in ms: `writes` are (time, stream
+/// offset reached) on the sending side ([`CtcpPeer::writes`] or
+/// [`CtcpPeer::first_sent`]), `reads` the receiver's [`Delivery::progress`].
+#[must_use]
+pub fn p99_delay(writes: &[(Instant, u64)], reads: &[(Instant, u64)], owd: Duration) -> f64 {
+    delay_quantile(writes, reads, owd, 0.99)
+}
+
+/// [`p99_delay`] at quantile `q` (0.5: the median byte's extra delay).
+#[must_use]
+pub fn delay_quantile(
+    writes: &[(Instant, u64)],
+    reads: &[(Instant, u64)],
+    owd: Duration,
+    q: f64,
+) -> f64 {
     let mut delays = Vec::with_capacity(reads.len());
     let mut w = 0;
     let mut prev = 0u64;
@@ -869,7 +894,7 @@ fn p99_delay(writes: &[(Instant, u64)], reads: &[(Instant, u64)], owd: Duration)
     let mut acc = 0u64;
     for (d, n) in &delays {
         acc += n;
-        if acc as f64 >= 0.99 * total as f64 {
+        if acc as f64 >= q * total as f64 {
             return *d;
         }
     }
