@@ -109,6 +109,10 @@ pub struct ForwardSettings {
     pub transparent_listen: Option<SocketAddr>,
     /// How connections reach `transparent_listen`.
     pub transparent_mode: ctcp_config::TransparentMode,
+    /// Opt-in transparent (gateway) UDP listener (tproxy).
+    pub transparent_udp_listen: Option<SocketAddr>,
+    /// Limits of the transparent UDP flows.
+    pub udp_flows: datagram::FlowLimits,
 }
 
 impl ForwardSettings {
@@ -129,6 +133,8 @@ impl ForwardSettings {
             metrics_listen: cfg.metrics_listen,
             transparent_listen: cfg.transparent_listen,
             transparent_mode: cfg.transparent_mode,
+            transparent_udp_listen: cfg.transparent_udp_listen,
+            udp_flows: cfg.udp.into(),
         }
     }
 
@@ -166,6 +172,8 @@ pub struct ReverseSettings {
     /// The relay role: carry streams on to this next gateway instead of connecting
     /// here (`None`: an ordinary reverse proxy).
     pub relay: Option<RelaySettings>,
+    /// Limits of the per-flow UDP sockets.
+    pub udp_flows: datagram::FlowLimits,
 }
 
 impl ReverseSettings {
@@ -184,6 +192,7 @@ impl ReverseSettings {
             stats_interval: cfg.stats_interval,
             metrics_listen: cfg.metrics_listen,
             relay: None,
+            udp_flows: cfg.udp.into(),
         }
     }
 
