@@ -185,7 +185,17 @@ pub(crate) fn install(driver: &Driver) -> mpsc::Receiver<(ConnectionHandle, Vec<
     rx
 }
 
-fn send_into(driver: &Driver, h: ConnectionHandle, payload: &[u8]) {
+/// A flow's datagram as it rides the session: flow id (little-endian), target, payload.
+pub(crate) fn encode_flow(id: u32, target: &TargetAddr, payload: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(payload.len() + 24);
+    p.extend_from_slice(&id.to_le_bytes());
+    target.encode(&mut p);
+    p.extend_from_slice(payload);
+    p
+}
+
+/// Hands `payload` to session `h` as a datagram (counted: relayed, or dropped by it).
+pub(crate) fn send_into(driver: &Driver, h: ConnectionHandle, payload: &[u8]) {
     let ok = driver
         .with_conn(h, |c, _| c.send_datagram(clock::now(), payload).is_ok())
         .unwrap_or(false);
@@ -201,7 +211,7 @@ const MAX_UDP: usize = 65_535;
 
 // ---------------------------------------------------------------- forward side
 
-type ToClient = mpsc::Sender<(TargetAddr, Vec<u8>)>;
+pub(crate) type ToClient = mpsc::Sender<(TargetAddr, Vec<u8>)>;
 
 /// The forward side's flows: flow id → (target, the association it belongs to).
 #[derive(Debug, Default)]
@@ -215,6 +225,18 @@ impl ForwardFlows {
         self.flows
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Registers a flow to `target` whose replies go to `tx`; returns its id.
+    pub(crate) fn open(&self, target: TargetAddr, tx: ToClient) -> u32 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(id, (target, tx));
+        id
+    }
+
+    /// Forgets flow `id`: replies for it are dropped from now on.
+    pub(crate) fn close(&self, id: u32) {
+        self.lock().remove(&id);
     }
 }
 
@@ -317,16 +339,10 @@ pub(crate) async fn associate(
                     continue;
                 }
                 let id = *mine.entry(h.addr.clone()).or_insert_with(|| {
-                    let id = flows.next.fetch_add(1, Ordering::Relaxed);
-                    flows.lock().insert(id, (h.addr.clone(), tx.clone()));
                     count(&COUNTERS.flows_opened);
-                    id
+                    flows.open(h.addr.clone(), tx.clone())
                 });
-                let mut p = Vec::with_capacity(n + 8);
-                p.extend_from_slice(&id.to_le_bytes());
-                h.addr.encode(&mut p);
-                p.extend_from_slice(&buf[h.len..n]);
-                send_into(&driver, session, &p);
+                send_into(&driver, session, &encode_flow(id, &h.addr, &buf[h.len..n]));
             }
             Some((addr, data)) = rx.recv() => {
                 let Some(client) = expected else { continue };

@@ -22,6 +22,7 @@ pub mod signals;
 pub mod socks;
 pub mod status;
 pub mod transparent;
+pub mod transparent_udp;
 pub mod tunnel;
 mod udp;
 
@@ -324,6 +325,26 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
             })?,
         ),
     };
+    let udp_gateway = match s.transparent_udp_listen {
+        None => None,
+        Some(addr) => Some(
+            transparent_udp::UdpGateway::bind(
+                addr,
+                transparent::LoopGuard::new(
+                    &std::iter::once(local_addr)
+                        .chain(s.metrics_listen)
+                        .chain(s.transparent_listen)
+                        .collect::<Vec<_>>(),
+                    &guard_peers,
+                ),
+            )
+            .map_err(|source| RuntimeError::Bind {
+                what: "transparent UDP listener",
+                addr,
+                source,
+            })?,
+        ),
+    };
     let endpoint = Endpoint::new(
         EndpointConfig::new(s.psk.clone(), s.transport.clone(), false),
         os_seed(),
@@ -345,9 +366,18 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
             "transparent gateway listener started"
         );
     }
+    if let Some(g) = &udp_gateway {
+        tracing::info!(
+            transparent_udp = %g.local_addr()?,
+            max_flows = s.udp_flows.max_flows,
+            idle_timeout = ?s.udp_flows.idle_timeout,
+            "transparent UDP gateway listener started"
+        );
+    }
     let done = tokio::spawn(forward::serve(
         listener,
         gateway,
+        udp_gateway,
         driver.clone(),
         channels,
         Arc::new(s),
