@@ -736,6 +736,33 @@ fn tproxy_mode_carries_dns_over_udp_for_ipv4_and_ipv6() {
         "idle flows are closed"
     );
 
+    // The loop guard: datagrams to the listener's own address (the ruleset leaves the
+    // gateway's addresses alone, so they reach it untouched) and to the reverse peer
+    // (deliberately not exempted) are dropped and counted, never tunnelled.
+    let denied = || forward_metric(&lab, "ctcp_udp_dropped_total", "{reason=\"denied\"}");
+    let before = denied();
+    for (server, port) in [
+        ("10.200.1.1", TRANSPARENT_PORT.to_string()),
+        ("10.200.2.2", "53".to_owned()),
+    ] {
+        let out = run(in_ns(&lab.ns('c'), "dig").args([
+            &format!("@{server}"),
+            "-p",
+            &port,
+            "+tries=1",
+            "+time=1",
+            "+notcp",
+            "www.ctcp.test",
+            "A",
+        ]));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !text.contains(DNS_A),
+            "{server}:{port} was answered: {text}"
+        );
+    }
+    wait_until("two refused datagrams counted", || denied() >= before + 2.0);
+
     // A name outside the zone gets dnsmasq's answer (refused or empty), not a timeout:
     // the flow works both ways for any reply.
     let out = run(in_ns(&lab.ns('c'), "dig").args([

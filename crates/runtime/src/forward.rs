@@ -173,6 +173,9 @@ pub async fn serve(
         .datagrams
         .then(|| crate::datagram::start_forward(&driver));
     // Issue 27: the transparent UDP listener's flows ride the session as datagrams too.
+    if udp_gateway.is_some() && udp.is_none() {
+        tracing::warn!("transparent UDP listener bound but datagrams are off (transport.datagrams): its datagrams are dropped");
+    }
     if let (Some(g), Some(flows)) = (udp_gateway, udp.clone()) {
         let current = current.clone();
         tokio::spawn(crate::transparent_udp::serve(
