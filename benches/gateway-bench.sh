@@ -16,15 +16,28 @@
 #   cargo build --release --locked -p ctcp-forward -p ctcp-reverse -p ctcp-linkem
 #   sudo benches/gateway-bench.sh [--mb 20] [--files 2000] [--rtt 100] [--loss 0.05]
 #        [--rate 10] [--modes redirect,tproxy] [--families 4,6] [--seed 1] [--out FILE]
-#        [--kernel-secs 20]
+#        [--kernel-secs 20] [--workloads curl,rsync,dns] [--dns 1000] [--dns-parallel 10]
+#        [--dns-warmup 0]
+#
+# DNS over UDP (tproxy only; --workloads dns, or add it to curl,rsync): dnsmasq in B answers
+# a local zone, and the client runs --dns N `dig` queries (one try each, 3 s timeout,
+# --dns-parallel at once) through the transparent UDP listener (--transparent-udp-listen):
+# the fraction answered and the latency percentiles (dig's "Query time"). --dns-warmup W
+# first sends W queries that are not counted (a session that has carried traffic for a
+# while; without it the first queries ride a session whose loss estimate is still the
+# handshake's).
+#   sudo benches/gateway-bench.sh --modes tproxy --workloads dns --dns 1000 --rtt 500 \
+#        --loss 0.10 --kernel-secs 0
 #
 # Last, the same download without ctcp (the gateway only routes; kernel TCP Cubic end to
 # end), cut off after --kernel-secs (0 skips it): what the LAN gets otherwise.
-# Needs root, ip, nft, curl, rsync, python3 (the HTTP server). Writes JSON lines to
+# Needs root, ip, nft, curl, rsync, python3 (the HTTP server); dnsmasq and dig for dns.
+# CTCP_ARGS="--datagram-deadline 100ms" passes flags to both proxies. Writes JSON lines to
 # --out (default benches/results/gateway.json) and prints a table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MB=20 FILES=2000 RTT=100 LOSS=0.05 RATE=10 MODES=redirect,tproxy FAMILIES=4,6 SEED=1 KERNEL=20
+WORKLOADS=curl,rsync DNS=1000 DNS_PAR=10 DNS_WARMUP=0
 OUT=benches/results/gateway.json
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -37,8 +50,12 @@ while [ $# -gt 0 ]; do
 	--families) FAMILIES=$2; shift ;;
 	--seed) SEED=$2; shift ;;
 	--kernel-secs) KERNEL=$2; shift ;;
+	--workloads) WORKLOADS=$2; shift ;;
+	--dns) DNS=$2; shift ;;
+	--dns-parallel) DNS_PAR=$2; shift ;;
+	--dns-warmup) DNS_WARMUP=$2; shift ;;
 	--out) OUT=$2; shift ;;
-	*) sed -n '2,25p' "$0"; exit 2 ;;
+	*) sed -n '2,36p' "$0"; exit 2 ;;
 	esac
 	shift
 done
@@ -113,9 +130,20 @@ read only = yes
 EOF
 ip netns exec "$NS_B" rsync --daemon --no-detach --config="$dir/rsyncd.conf" --port=$RSYNC 2> "$dir/rsyncd.log" &
 pids+=($!)
-ip netns exec "$NS_B" "$BIN/ctcp-reverse" --listen 10.77.0.2:7000 --psk-file "$dir/key" \
+# shellcheck disable=SC2086
+ip netns exec "$NS_B" "$BIN/ctcp-reverse" ${CTCP_ARGS:-} --listen 10.77.0.2:7000 --psk-file "$dir/key" \
 	--log-level warn 2> "$dir/reverse.log" &
 pids+=($!)
+has() { case ",$WORKLOADS," in *",$1,"*) return 0 ;; esac; return 1; }
+if has dns; then
+	ip netns exec "$NS_B" dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv \
+		--no-hosts --bind-interfaces --port=53 --user=root --listen-address=10.200.9.1 \
+		--listen-address=fd00:c9::1 --local=/ctcp.test/ \
+		--host-record=www.ctcp.test,10.77.9.9,fd00:77::9 --pid-file="$dir/dnsmasq.pid" \
+		2> "$dir/dnsmasq.log" &
+	pids+=($!)
+	for _ in $(seq 200); do [ -n "$(ip netns exec "$NS_B" ss -Hlun 'sport = :53')" ] && break; sleep 0.05; done
+fi
 listening() { [ -n "$(in_ns "$NS_B" ss -Hltn "sport = :$1")" ]; }
 for _ in $(seq 200); do listening $HTTP && listening $RSYNC && break; sleep 0.05; done
 listening $HTTP && listening $RSYNC || { echo "servers did not start" >&2; exit 1; }
@@ -135,8 +163,12 @@ fwd=
 start_forward() { # MODE
 	[ -n "$fwd" ] && { kill "$fwd"; wait "$fwd" 2>/dev/null || true; }
 	: > "$dir/forward-$1.log"
-	ip netns exec "$NS_A" "$BIN/ctcp-forward" --peer 10.77.0.2:7000 --psk-file "$dir/key" \
+	local udp=()
+	[ "$1" = tproxy ] && has dns && udp=(--transparent-udp-listen "[::]:$PORT")
+	# shellcheck disable=SC2086 # CTCP_ARGS: extra flags for both proxies, split on spaces
+	ip netns exec "$NS_A" "$BIN/ctcp-forward" ${CTCP_ARGS:-} --peer 10.77.0.2:7000 --psk-file "$dir/key" \
 		--listen 10.200.1.1:1080 --transparent-listen "[::]:$PORT" --transparent-mode "$1" \
+		"${udp[@]}" --metrics-listen 127.0.0.1:9100 \
 		--log-level "${LOG:-info}" 2> "$dir/forward-$1.log" &
 	fwd=$!; pids+=($fwd)
 	for _ in $(seq 200); do grep -q "tunnel session established" "$dir/forward-$1.log" && return; sleep 0.05; done
@@ -176,15 +208,46 @@ rsync_row() { # mode family host
 
 host() { [ "$1" = 4 ] && echo 10.200.9.1 || echo "[fd00:c9::1]"; }
 
+dns_row() { # mode family server: DNS queries through the gateway, one try each
+	local mode=$1 fam=$2 server=$3 kind=A
+	[ "$fam" = ipv6 ] && kind=AAAA
+	export NS_C server kind
+	[ "$DNS_WARMUP" -gt 0 ] && seq "$DNS_WARMUP" | xargs -P "$DNS_PAR" -I{} \
+		ip netns exec "$NS_C" dig +tries=1 +time=3 +notcp "@$server" www.ctcp.test "$kind" > /dev/null 2>&1 || true
+	# One line per query: its number and latency in ms, or "lost" (no answer within 3 s).
+	seq "$DNS" | xargs -P "$DNS_PAR" -I{} sh -c \
+		'out=$(ip netns exec "$NS_C" dig +tries=1 +time=3 +notcp "@$server" www.ctcp.test "$kind" 2>&1)
+		 case "$out" in *"status: NOERROR"*"ANSWER SECTION"*) echo "{} $(echo "$out" | sed -n "s/^;; Query time: \([0-9]*\) msec.*/\1/p")" ;; *) echo "{} lost" ;; esac' \
+		> "$dir/dns-$mode-$fam.txt"
+	in_ns "$NS_A" curl -s http://127.0.0.1:9100/metrics | grep '^ctcp_udp_' > "$dir/dns-$mode-$fam.metrics" || true
+	python3 - "$dir/dns-$mode-$fam.txt" "$mode" "$fam" "$RTT" "$LOSS" "$SEED" "$DNS_PAR" "$DNS_WARMUP" >> "$OUT.tmp" <<'PY'
+import json, sys
+path, mode, fam, rtt, loss, seed, par, warm = sys.argv[1:]
+vals = [l.split()[-1] for l in open(path) if l.strip()]
+ms = sorted(float(v) for v in vals if v != "lost")
+n = len(vals)
+allv = ms + [float("inf")] * (n - len(ms))  # a lost query is slower than any answer
+def pct(p):
+    return allv[min(n - 1, int(p * n))] if n else None
+row = {"mode": mode, "family": fam, "workload": "dns", "warmup": int(warm), "queries": n, "answered": len(ms),
+       "answered_frac": round(len(ms) / n, 4) if n else 0,
+       "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_answered_ms": ms[-1] if ms else None,
+       "parallel": int(par), "rtt_ms": int(rtt), "loss": float(loss), "seed": int(seed)}
+print(json.dumps(row).replace("Infinity", "null"))
+PY
+	tail -1 "$OUT.tmp"
+}
+
 for mode in ${MODES//,/ }; do
 	rules "gateway-$mode.nft"
 	start_forward "$mode"
 	for fam in ${FAMILIES//,/ }; do
 		h=$(host "$fam")
-		curl_row "$mode" "ipv$fam" "http://$h:$HTTP/file.bin" --noproxy '*'
-		rsync_row "$mode" "ipv$fam" "$h"
+		has curl && curl_row "$mode" "ipv$fam" "http://$h:$HTTP/file.bin" --noproxy '*'
+		has rsync && rsync_row "$mode" "ipv$fam" "$h"
+		[ "$mode" = tproxy ] && has dns && dns_row "$mode" "ipv$fam" "$(host "$fam" | tr -d '[]')"
 	done
-	if [ "$mode" = "${MODES%%,*}" ]; then
+	if [ "$mode" = "${MODES%%,*}" ] && has curl; then
 		# Baseline: the same download through the SOCKS listener (exempted by the rules:
 		# the forward's own address).
 		curl_row socks ipv4 "http://10.200.9.1:$HTTP/file.bin" --socks5-hostname 10.200.1.1:1080
@@ -219,5 +282,8 @@ python3 - "$OUT" <<'EOF'
 import json, sys
 for l in open(sys.argv[1]):
     r = json.loads(l)
+    if r["workload"] == "dns":
+        print(f"{r['mode']:<13} {r['family']:<5} dns    {r['answered']}/{r['queries']} answered ({r['answered_frac']:.4f}), p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms, max answered {r['max_answered_ms']} ms")
+        continue
     print(f"{r['mode']:<13} {r['family']:<5} {r['workload']:<6} {r['bytes']:>10} {r['secs']:>8.2f} {r['goodput_bps']/1e6:>12.2f} {r['efficiency']:>6.3f} {r['ok']}")
 EOF

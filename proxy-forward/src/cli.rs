@@ -67,6 +67,11 @@ pub(crate) struct Cli {
     /// or tproxy (IP_TRANSPARENT) [default: redirect].
     #[arg(long, value_name = "MODE", value_parser = ctcp_config::parse_transparent_mode)]
     transparent_mode: Option<TransparentMode>,
+    /// Transparent (gateway) UDP listener for datagrams the kernel hands to it (nftables
+    /// `tproxy`; needs --transparent-mode tproxy); each flow rides the session as
+    /// datagrams to its original destination [default: off].
+    #[arg(long, value_name = "ADDR")]
+    transparent_udp_listen: Option<SocketAddr>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -109,6 +114,9 @@ impl Cli {
         if self.transparent_listen.is_some() {
             c.transparent_listen = self.transparent_listen;
         }
+        if self.transparent_udp_listen.is_some() {
+            c.transparent_udp_listen = self.transparent_udp_listen;
+        }
         if self.peer.is_some() {
             c.peer = self.peer.clone();
         }
@@ -124,6 +132,7 @@ impl Cli {
             metrics_listen: &mut c.metrics_listen,
             log: &mut c.log,
             transport: &mut c.transport,
+            udp: &mut c.udp,
         })?;
         ctcp_config::validate_forward(&c, "<command line>", None)?;
         Ok(c)
@@ -193,6 +202,7 @@ mod tests {
             "fast-open",
             "transparent-listen",
             "transparent-mode",
+            "transparent-udp-listen",
             "drain-timeout",
             "stats-interval",
             "metrics-listen",
@@ -208,6 +218,11 @@ mod tests {
             "session-send-buffer",
             "proactive-repair",
             "handshake-train",
+            "datagrams",
+            "datagram-deadline",
+            "datagram-queue",
+            "udp-max-flows",
+            "udp-idle-timeout",
         ] {
             assert!(longs.iter().any(|l| l == key), "no --{key}");
         }

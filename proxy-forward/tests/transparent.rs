@@ -4,6 +4,8 @@
 //! transparent listener in `redirect` mode and in `tproxy` mode, with the shipped
 //! rulesets (`configs/gateway-redirect.nft`, `configs/gateway-tproxy.nft` and
 //! `gateway-tproxy.sh`) loaded as they are, only their `define` lines set for the test.
+//! UDP through the transparent UDP listener (tproxy): `dig` on the client asks a real DNS
+//! server (dnsmasq, in R) over IPv4 and IPv6.
 //!
 //! ```text
 //!  client ns (C)            forward ns (F)                    reverse ns (R)
@@ -16,8 +18,8 @@
 //! came through the tunnel. The loop guard is checked too: a connection to the
 //! listener's own address and one to the reverse peer are refused, never tunnelled.
 //!
-//! Needs root, `ip`, `nft`, `curl`, `rsync` and `diff`; without them each test prints why
-//! and passes. The namespaces are named per process and removed when a test ends.
+//! Needs root, `ip`, `nft`, `curl`, `rsync` and `diff` (and `dnsmasq`, `dig` for UDP);
+//! without them each test prints why and passes. The namespaces are named per process and removed when a test ends.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
 use sha2::{Digest, Sha256};
@@ -35,6 +37,9 @@ const REVERSE: &str = "10.200.2.2:7000";
 const SERVER_V4: &str = "10.200.9.1";
 const SERVER_V6: &str = "fd00:c9::1";
 const FILE_SIZE: usize = 6 << 20;
+const DNS_A: &str = "10.77.0.1";
+const DNS_AAAA: &str = "fd00:77::1";
+const DNS_TXT: &str = "coded-datagrams";
 
 fn ip_program() -> &'static str {
     if Path::new("/usr/sbin/ip").exists() {
@@ -320,8 +325,8 @@ impl Lab {
         wait_for_log(&log, "ctcp-reverse started");
     }
 
-    /// ctcp-forward in F with its transparent listener in `mode`.
-    fn start_forward(&mut self, key: &Path, mode: &str) -> PathBuf {
+    /// ctcp-forward in F with its transparent listener in `mode`, and `extra` flags.
+    fn start_forward(&mut self, key: &Path, mode: &str, extra: &[&str]) -> PathBuf {
         let f = self.ns('f');
         let log = self.spawn(
             "forward",
@@ -330,11 +335,46 @@ impl Lab {
                 .args(["--metrics-listen", "127.0.0.1:9100"])
                 .args(["--transparent-listen", &format!("[::]:{TRANSPARENT_PORT}")])
                 .args(["--transparent-mode", mode, "--log-level", "debug"])
+                .args(extra)
                 .arg("--psk-file")
                 .arg(key),
         );
         wait_for_log(&log, "transparent gateway listener started");
         log
+    }
+
+    /// dnsmasq in R answering the local zone `ctcp.test` on both server addresses,
+    /// port 53, and nothing else (no upstream, no hosts file).
+    fn start_dnsmasq(&mut self) {
+        let r = self.ns('r');
+        self.spawn(
+            "dnsmasq",
+            in_ns(&r, "dnsmasq")
+                .args([
+                    "--keep-in-foreground",
+                    "--conf-file=/dev/null",
+                    "--no-resolv",
+                ])
+                .args([
+                    "--no-hosts",
+                    "--bind-interfaces",
+                    "--port=53",
+                    "--user=root",
+                ])
+                .arg(format!("--listen-address={SERVER_V4}"))
+                .arg(format!("--listen-address={SERVER_V6}"))
+                .arg("--local=/ctcp.test/")
+                .arg(format!("--host-record=www.ctcp.test,{DNS_A},{DNS_AAAA}"))
+                .arg(format!("--txt-record=txt.ctcp.test,{DNS_TXT}"))
+                .arg(format!(
+                    "--pid-file={}",
+                    self.dir.join("dnsmasq.pid").display()
+                )),
+        );
+        wait_until("dnsmasq listening", || {
+            let out = run(in_ns(&r, "ss").args(["-Hlun", "sport = :53"]));
+            String::from_utf8_lossy(&out.stdout).lines().count() >= 2
+        });
     }
 }
 
@@ -458,7 +498,7 @@ fn gateway_carries_curl_and_rsync(mode: &str) {
     make_tree(&src, 400);
     lab.start_rsyncd(&src);
     lab.start_reverse(&key);
-    let fwd_log = lab.start_forward(&key, mode);
+    let fwd_log = lab.start_forward(&key, mode, &[]);
     let c = lab.ns('c');
 
     for (family, host) in [
@@ -562,4 +602,176 @@ fn redirect_mode_carries_curl_and_rsync_over_ipv4_and_ipv6() {
 #[test]
 fn tproxy_mode_carries_curl_and_rsync_over_ipv4_and_ipv6() {
     gateway_carries_curl_and_rsync("tproxy");
+}
+
+/// `dig` in C asking `server` for `name`/`kind` straight (no proxy settings): the answer
+/// section's values, or dig's complaint. dig takes an answer only from the address it
+/// asked, so an answer also shows the reply came back from the server's address.
+fn dig(lab: &Lab, server: &str, name: &str, kind: &str) -> Result<Vec<String>, String> {
+    let out = run(in_ns(&lab.ns('c'), "dig").args([
+        &format!("@{server}"),
+        "-p",
+        "53",
+        "+short",
+        "+time=2",
+        "+tries=3",
+        "+notcp",
+        name,
+        kind,
+    ]));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() || text.contains(";;") {
+        return Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(text.lines().map(|l| l.trim().to_owned()).collect())
+}
+
+/// The value of the metric sample `name` (with `labels`, e.g. `{reason="idle"}`, or none)
+/// from the forward's endpoint.
+fn forward_metric(lab: &Lab, name: &str, labels: &str) -> f64 {
+    let out = must(in_ns(&lab.ns('f'), "curl").args(["-sS", "http://127.0.0.1:9100/metrics"]));
+    let sample = format!("{name}{labels} ");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with(&sample))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in the forward's metrics"))
+}
+
+/// UDP through the transparent gateway (tproxy): a real DNS server (dnsmasq) beyond the
+/// tunnel, `dig` on the LAN client with no proxy settings, over IPv4 and IPv6. F has no
+/// route to the server, so every answer came through the tunnel as coded datagrams.
+#[test]
+fn tproxy_mode_carries_dns_over_udp_for_ipv4_and_ipv6() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipping the transparent UDP (DNS) test: {why}");
+        return;
+    }
+    let missing: Vec<&str> = ["dnsmasq", "dig"]
+        .into_iter()
+        .filter(|t| !have(t))
+        .collect();
+    if !missing.is_empty() {
+        eprintln!(
+            "skipping the transparent UDP (DNS) test: missing tools: {} (packages dnsmasq-base, dnsutils)",
+            missing.join(", ")
+        );
+        return;
+    }
+    let mut lab = Lab::new("u");
+    let key = lab.dir.join("psk");
+    fs::write(&key, KEY_HEX).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    lab.load_rules("gateway-tproxy.nft");
+    lab.tproxy_routing();
+    lab.start_dnsmasq();
+    lab.start_reverse(&key);
+    let udp_listen = format!("[::]:{TRANSPARENT_PORT}");
+    let fwd_log = lab.start_forward(
+        &key,
+        "tproxy",
+        &[
+            "--transparent-udp-listen",
+            &udp_listen,
+            "--udp-max-flows",
+            "16",
+            "--udp-idle-timeout",
+            "2s",
+        ],
+    );
+    wait_for_log(&fwd_log, "transparent UDP gateway listener started");
+    wait_for_log(&fwd_log, "tunnel session established");
+
+    for (family, server) in [("IPv4", SERVER_V4), ("IPv6", SERVER_V6)] {
+        let t = ctcp_runtime::clock::now();
+        for (name, kind, want) in [
+            ("www.ctcp.test", "A", DNS_A.to_owned()),
+            ("www.ctcp.test", "AAAA", DNS_AAAA.to_owned()),
+            ("txt.ctcp.test", "TXT", format!("\"{DNS_TXT}\"")),
+        ] {
+            let got = dig(&lab, server, name, kind)
+                .unwrap_or_else(|e| panic!("{family}: dig {name} {kind} @{server}: {e}"));
+            assert_eq!(got, [want], "{family}: dig {name} {kind} @{server}");
+        }
+        // Many queries, each a flow of its own (dig picks a fresh source port): all answered.
+        for i in 0..20 {
+            let got = dig(&lab, server, "www.ctcp.test", "A")
+                .unwrap_or_else(|e| panic!("{family}: query {i}: {e}"));
+            assert_eq!(got, [DNS_A], "{family}: query {i}");
+        }
+        eprintln!(
+            "tproxy {family}: 23 DNS queries through the tunnel answered in {:?}",
+            t.elapsed()
+        );
+    }
+    // The flows rode the session as datagrams and show on the metrics endpoint.
+    let opened = forward_metric(&lab, "ctcp_udp_flows_opened_total", "");
+    assert!(opened >= 46.0, "{opened}");
+    assert!(forward_metric(&lab, "ctcp_udp_datagrams_sent_total", "") >= 46.0);
+    assert!(forward_metric(&lab, "ctcp_udp_datagrams_received_total", "") >= 46.0);
+    // At most 16 flows at once (--udp-max-flows), the rest evicted or closed idle; after
+    // the idle timeout (2s) every flow is closed.
+    let closed = |reason: &str| {
+        forward_metric(
+            &lab,
+            "ctcp_udp_flows_closed_total",
+            &format!("{{reason=\"{reason}\"}}"),
+        )
+    };
+    assert!(
+        closed("evicted") + closed("idle") >= opened - 16.0,
+        "the flow cap holds: {} evicted, {} idle of {opened}",
+        closed("evicted"),
+        closed("idle")
+    );
+    std::thread::sleep(Duration::from_millis(3500));
+    assert_eq!(
+        closed("evicted") + closed("idle"),
+        opened,
+        "idle flows are closed"
+    );
+
+    // The loop guard: datagrams to the listener's own address (the ruleset leaves the
+    // gateway's addresses alone, so they reach it untouched) and to the reverse peer
+    // (deliberately not exempted) are dropped and counted, never tunnelled.
+    let denied = || forward_metric(&lab, "ctcp_udp_dropped_total", "{reason=\"denied\"}");
+    let before = denied();
+    for (server, port) in [
+        ("10.200.1.1", TRANSPARENT_PORT.to_string()),
+        ("10.200.2.2", "53".to_owned()),
+    ] {
+        let out = run(in_ns(&lab.ns('c'), "dig").args([
+            &format!("@{server}"),
+            "-p",
+            &port,
+            "+tries=1",
+            "+time=1",
+            "+notcp",
+            "www.ctcp.test",
+            "A",
+        ]));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !text.contains(DNS_A),
+            "{server}:{port} was answered: {text}"
+        );
+    }
+    wait_until("two refused datagrams counted", || denied() >= before + 2.0);
+
+    // A name outside the zone gets dnsmasq's answer (refused or empty), not a timeout:
+    // the flow works both ways for any reply.
+    let out = run(in_ns(&lab.ns('c'), "dig").args([
+        &format!("@{SERVER_V4}"),
+        "+time=2",
+        "+tries=2",
+        "nowhere.example",
+        "A",
+    ]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("status:"), "no answer at all: {text}");
 }

@@ -151,6 +151,7 @@ impl Cli {
             metrics_listen: &mut c.metrics_listen,
             log: &mut c.log,
             transport: &mut c.transport,
+            udp: &mut c.udp,
         })?;
         Ok(c)
     }

@@ -1,7 +1,7 @@
 //! Command-line flags both binaries share: logging and transport. Each overrides the
 //! config file's value when given.
 
-use crate::{validate_transport, ConfigError, LogConfig, TransportSettings};
+use crate::{validate_transport, ConfigError, LogConfig, TransportSettings, UdpFlowConfig};
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -59,6 +59,25 @@ pub struct CommonArgs {
     /// [default: 16].
     #[arg(long, value_name = "COPIES")]
     pub handshake_train: Option<u8>,
+    /// Unreliable datagrams in the session: SOCKS UDP ASSOCIATE and the UDP TPROXY
+    /// listener (forward), per-flow UDP sockets (reverse) [default: true].
+    #[arg(long, value_name = "BOOL")]
+    pub datagrams: Option<bool>,
+    /// How long a datagram may wait to be sent or repaired, beyond a quarter RTT, e.g.
+    /// 50ms [default: 50ms].
+    #[arg(long, value_parser = crate::parse_duration)]
+    pub datagram_deadline: Option<Duration>,
+    /// Datagrams queued per session before the oldest is dropped (16-65536)
+    /// [default: 256].
+    #[arg(long, value_name = "COUNT")]
+    pub datagram_queue: Option<usize>,
+    /// Most UDP flows at once; at the cap the least recently active goes [default: 1024].
+    #[arg(long, value_name = "COUNT")]
+    pub udp_max_flows: Option<usize>,
+    /// A UDP flow with no datagram either way for this long is closed, e.g. 60s
+    /// [default: 60s].
+    #[arg(long, value_parser = crate::parse_duration)]
+    pub udp_idle_timeout: Option<Duration>,
 }
 
 /// `keygen`: writes a fresh random key, the same for both binaries.
@@ -137,6 +156,8 @@ pub struct CommonTargets<'a> {
     pub log: &'a mut LogConfig,
     /// `[transport]`.
     pub transport: &'a mut TransportSettings,
+    /// `udp_max_flows`, `udp_idle_timeout`.
+    pub udp: &'a mut UdpFlowConfig,
 }
 
 impl CommonArgs {
@@ -151,6 +172,7 @@ impl CommonArgs {
             metrics_listen,
             log,
             transport: t,
+            udp,
         } = c;
         if let Some(v) = self.drain_timeout {
             *drain_timeout = v;
@@ -195,6 +217,22 @@ impl CommonArgs {
         if let Some(v) = self.handshake_train {
             t.handshake_train = v;
         }
+        if let Some(v) = self.datagrams {
+            t.datagrams = v;
+        }
+        if let Some(v) = self.datagram_deadline {
+            t.datagram_deadline = v;
+        }
+        if let Some(v) = self.datagram_queue {
+            t.datagram_queue = v;
+        }
+        if let Some(v) = self.udp_max_flows {
+            udp.max_flows = v;
+        }
+        if let Some(v) = self.udp_idle_timeout {
+            udp.idle_timeout = v;
+        }
+        udp.validate("<command line>", None)?;
         validate_transport(t, "<command line>", None)
     }
 }

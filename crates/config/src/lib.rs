@@ -95,6 +95,15 @@ pub struct TransportSettings {
     pub proactive_repair_percent: u16,
     /// Handshake copies sent back to back to measure the path (0..=64; 0 turns it off).
     pub handshake_train: u8,
+    /// Unreliable datagrams in the session (issue 27): SOCKS UDP ASSOCIATE and the UDP
+    /// TPROXY listener on the forward side, per-flow UDP sockets on the reverse side.
+    pub datagrams: bool,
+    /// How long a datagram may wait for its first transmission or for repairs, beyond a
+    /// quarter RTT (1ms..=10s).
+    pub datagram_deadline: Duration,
+    /// Datagrams queued to send (and received, not yet taken) per session, at most
+    /// (16..=65536); beyond, the oldest is dropped.
+    pub datagram_queue: usize,
 }
 
 impl Default for TransportSettings {
@@ -120,6 +129,9 @@ impl TransportSettings {
             // saturates anything else.
             proactive_repair_percent: (t.proactive_repair * 100.0).round() as u16,
             handshake_train: t.handshake_train,
+            datagrams: t.datagrams,
+            datagram_deadline: t.datagram_deadline,
+            datagram_queue: t.datagram_queue,
         }
     }
 
@@ -137,8 +149,58 @@ impl TransportSettings {
             session_send_buffer: usize::try_from(self.session_send_buffer).unwrap_or(usize::MAX),
             proactive_repair: f64::from(self.proactive_repair_percent) / 100.0,
             handshake_train: self.handshake_train,
+            datagrams: self.datagrams,
+            datagram_deadline: self.datagram_deadline,
+            datagram_queue: self.datagram_queue,
             ..TransportConfig::default()
         }
+    }
+}
+
+/// UDP flows (issue 27): the reverse side's per-flow sockets, the forward side's UDP
+/// TPROXY flows. Top-level keys `udp_max_flows` and `udp_idle_timeout` of both files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpFlowConfig {
+    /// Most flows at once (1..=1000000); at the cap the least recently active goes.
+    pub max_flows: usize,
+    /// A flow with no datagram either way for this long is closed (1s..=1h).
+    pub idle_timeout: Duration,
+}
+
+impl Default for UdpFlowConfig {
+    fn default() -> Self {
+        UdpFlowConfig {
+            max_flows: 1024,
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl UdpFlowConfig {
+    /// Checks the limits.
+    ///
+    /// # Errors
+    /// The first bad value, named by its key (`udp_max_flows`, `udp_idle_timeout`).
+    pub fn validate(&self, source_name: &str, text: Option<&str>) -> Result<(), ConfigError> {
+        if !(1..=1_000_000).contains(&self.max_flows) {
+            return Err(ConfigError::new(
+                source_name,
+                text,
+                "udp_max_flows",
+                format!("must be between 1 and 1000000 (got {})", self.max_flows),
+            ));
+        }
+        if self.idle_timeout < Duration::from_secs(1)
+            || self.idle_timeout > Duration::from_secs(3600)
+        {
+            return Err(ConfigError::new(
+                source_name,
+                text,
+                "udp_idle_timeout",
+                format!("must be between 1s and 1h (got {:?})", self.idle_timeout),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -172,6 +234,11 @@ pub struct ForwardConfig {
     pub transparent_listen: Option<SocketAddr>,
     /// How the kernel hands connections to `transparent_listen`.
     pub transparent_mode: TransparentMode,
+    /// Opt-in transparent (gateway) UDP listener (`tproxy` only): datagrams the kernel
+    /// hands to it ride the session as datagrams to their original destination.
+    pub transparent_udp_listen: Option<SocketAddr>,
+    /// Limits of the transparent UDP flows.
+    pub udp: UdpFlowConfig,
     /// Logging.
     pub log: LogConfig,
     /// Transport.
@@ -234,6 +301,8 @@ impl Default for ForwardConfig {
             metrics_listen: None,
             transparent_listen: None,
             transparent_mode: TransparentMode::Redirect,
+            transparent_udp_listen: None,
+            udp: UdpFlowConfig::default(),
             log: LogConfig::default(),
             transport: TransportSettings::default(),
         }
@@ -276,6 +345,8 @@ pub struct ReverseConfig {
     pub stats_interval: Duration,
     /// Opt-in Prometheus/OpenMetrics endpoint (HTTP), e.g. 127.0.0.1:9101.
     pub metrics_listen: Option<SocketAddr>,
+    /// Limits of the per-flow UDP sockets (datagrams from forward clients).
+    pub udp: UdpFlowConfig,
     /// Logging.
     pub log: LogConfig,
     /// Transport.
@@ -449,6 +520,7 @@ impl Default for ReverseConfig {
             drain_timeout: Duration::from_secs(30),
             stats_interval: Duration::from_secs(5),
             metrics_listen: None,
+            udp: UdpFlowConfig::default(),
             log: LogConfig::default(),
             transport: TransportSettings::default(),
             relay: RelayConfig::default(),
@@ -512,6 +584,28 @@ pub fn validate_forward(
     source_name: &str,
     text: Option<&str>,
 ) -> Result<(), ConfigError> {
+    c.udp.validate(source_name, text)?;
+    if let Some(u) = c.transparent_udp_listen {
+        let why = if c.transparent_mode != TransparentMode::Tproxy {
+            Some("needs transparent_mode = \"tproxy\": UDP has no NAT original destination to read")
+        } else if !c.transport.datagrams {
+            Some("needs transport.datagrams = true: flows ride the session as datagrams")
+        } else if u.port() == 0 {
+            Some("needs a fixed port: the firewall rules send datagrams to it")
+        } else if c.listen == u || c.metrics_listen == Some(u) {
+            Some("clashes with another listener")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(ConfigError::new(
+                source_name,
+                text,
+                "transparent_udp_listen",
+                why,
+            ));
+        }
+    }
     let Some(t) = c.transparent_listen else {
         return Ok(());
     };
@@ -616,6 +710,21 @@ pub fn validate_transport(
         return err(
             "transport.max_streams",
             format!("must be between 1 and 65536 (got {})", t.max_streams),
+        );
+    }
+    if t.datagram_deadline.is_zero() || t.datagram_deadline > Duration::from_secs(10) {
+        return err(
+            "transport.datagram_deadline",
+            format!(
+                "must be between 1ms and 10s (got {:?})",
+                t.datagram_deadline
+            ),
+        );
+    }
+    if !(16..=65536).contains(&t.datagram_queue) {
+        return err(
+            "transport.datagram_queue",
+            format!("must be between 16 and 65536 (got {})", t.datagram_queue),
         );
     }
     Ok(())

@@ -3,7 +3,7 @@
 
 use crate::{
     validate_transport, AclRule, ConfigError, ForwardConfig, LogConfig, RelayConfig, ReverseConfig,
-    TransportSettings,
+    TransportSettings, UdpFlowConfig,
 };
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -33,6 +33,10 @@ struct RawTransport {
     session_send_buffer: Option<String>,
     proactive_repair: Option<u16>,
     handshake_train: Option<u8>,
+    datagrams: Option<bool>,
+    #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
+    datagram_deadline: Option<Duration>,
+    datagram_queue: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -62,6 +66,10 @@ struct RawForward {
     metrics_listen: Option<SocketAddr>,
     transparent_listen: Option<SocketAddr>,
     transparent_mode: Option<String>,
+    transparent_udp_listen: Option<SocketAddr>,
+    udp_max_flows: Option<usize>,
+    #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
+    udp_idle_timeout: Option<Duration>,
     #[serde(default)]
     log: RawLog,
     #[serde(default)]
@@ -102,6 +110,9 @@ struct RawReverse {
     #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
     stats_interval: Option<Duration>,
     metrics_listen: Option<SocketAddr>,
+    udp_max_flows: Option<usize>,
+    #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
+    udp_idle_timeout: Option<Duration>,
     #[serde(default)]
     log: RawLog,
     #[serde(default)]
@@ -242,6 +253,9 @@ fn transport(raw: RawTransport, text: &str, src: &str) -> Result<TransportSettin
         },
         proactive_repair_percent: raw.proactive_repair.unwrap_or(d.proactive_repair_percent),
         handshake_train: raw.handshake_train.unwrap_or(d.handshake_train),
+        datagrams: raw.datagrams.unwrap_or(d.datagrams),
+        datagram_deadline: raw.datagram_deadline.unwrap_or(d.datagram_deadline),
+        datagram_queue: raw.datagram_queue.unwrap_or(d.datagram_queue),
     };
     validate_transport(&t, src, Some(text))?;
     Ok(t)
@@ -288,6 +302,11 @@ pub(crate) fn forward(text: &str, src: &str) -> Result<ForwardConfig, ConfigErro
         metrics_listen: raw.metrics_listen,
         transparent_listen: raw.transparent_listen,
         transparent_mode,
+        transparent_udp_listen: raw.transparent_udp_listen,
+        udp: UdpFlowConfig {
+            max_flows: raw.udp_max_flows.unwrap_or(d.udp.max_flows),
+            idle_timeout: raw.udp_idle_timeout.unwrap_or(d.udp.idle_timeout),
+        },
         log: log(raw.log, text, src)?,
         transport: transport(raw.transport, text, src)?,
     };
@@ -344,6 +363,11 @@ pub(crate) fn reverse(text: &str, src: &str) -> Result<ReverseConfig, ConfigErro
             format!("must be between 1 and 100000 (got {max_sessions})"),
         ));
     }
+    let udp = UdpFlowConfig {
+        max_flows: raw.udp_max_flows.unwrap_or(d.udp.max_flows),
+        idle_timeout: raw.udp_idle_timeout.unwrap_or(d.udp.idle_timeout),
+    };
+    udp.validate(src, Some(text))?;
     Ok(ReverseConfig {
         listen: raw.listen.unwrap_or(d.listen),
         psk_file: raw.psk_file,
@@ -355,6 +379,7 @@ pub(crate) fn reverse(text: &str, src: &str) -> Result<ReverseConfig, ConfigErro
         drain_timeout: raw.drain_timeout.unwrap_or(d.drain_timeout),
         stats_interval: raw.stats_interval.unwrap_or(d.stats_interval),
         metrics_listen: raw.metrics_listen,
+        udp,
         log: log(raw.log, text, src)?,
         transport: transport(raw.transport, text, src)?,
         relay: relay(raw.relay, text, src)?,

@@ -374,6 +374,9 @@ fn settings_turn_into_the_transport_they_name() {
         session_send_buffer: 1 << 20,
         proactive_repair_percent: 90,
         handshake_train: 0,
+        datagrams: false,
+        datagram_deadline: Duration::from_millis(120),
+        datagram_queue: 512,
     };
     let c = t.transport_config();
     assert_eq!(c.symbol_size, 1280);
@@ -512,4 +515,68 @@ fn peer_may_list_several_gateways() {
     assert_eq!(f.peer.as_deref(), Some("a:1,b:2"));
     assert!(parse_peer("a:1,").unwrap_err().contains("empty entry"));
     assert!(parse_peer("a:1,b").unwrap_err().contains("no port"));
+}
+
+#[test]
+fn datagram_and_udp_flow_settings_parse_and_are_checked() {
+    let d = ForwardConfig::default();
+    assert!(d.transport.datagrams);
+    assert_eq!(d.transparent_udp_listen, None);
+    assert_eq!(d.udp, UdpFlowConfig::default());
+    let t = TransportConfig::default();
+    assert_eq!(d.transport.datagram_deadline, t.datagram_deadline);
+    assert_eq!(d.transport.datagram_queue, t.datagram_queue);
+    let r = ReverseConfig::from_toml_str(
+        "udp_max_flows = 10\nudp_idle_timeout = \"5s\"\n[transport]\ndatagrams = false\ndatagram_deadline = \"80ms\"\ndatagram_queue = 64\n",
+        "r",
+    )
+    .unwrap();
+    assert_eq!(r.udp.max_flows, 10);
+    assert_eq!(r.udp.idle_timeout, Duration::from_secs(5));
+    let tc = r.transport.transport_config();
+    assert!(!tc.datagrams);
+    assert_eq!(tc.datagram_deadline, Duration::from_millis(80));
+    assert_eq!(tc.datagram_queue, 64);
+    for (text, key) in [
+        ("udp_max_flows = 0\n", "udp_max_flows"),
+        ("udp_idle_timeout = \"100ms\"\n", "udp_idle_timeout"),
+        (
+            "[transport]\ndatagram_deadline = \"0s\"\n",
+            "transport.datagram_deadline",
+        ),
+        (
+            "[transport]\ndatagram_queue = 1\n",
+            "transport.datagram_queue",
+        ),
+    ] {
+        let e = ReverseConfig::from_toml_str(text, "r.toml").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some(key), "{text}");
+        assert_eq!(e.line, Some(text.lines().count()), "{text}: {e}");
+        let e = ForwardConfig::from_toml_str(text, "f.toml").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some(key), "{text}");
+    }
+    let f = ForwardConfig::from_toml_str(
+        "transparent_mode = \"tproxy\"\ntransparent_udp_listen = \"[::]:12345\"\n",
+        "f",
+    )
+    .unwrap();
+    assert_eq!(
+        f.transparent_udp_listen,
+        Some("[::]:12345".parse().unwrap())
+    );
+    for (text, why) in [
+        ("transparent_udp_listen = \"[::]:12345\"\n", "tproxy"),
+        (
+            "transparent_mode = \"tproxy\"\ntransparent_udp_listen = \"[::]:12345\"\n[transport]\ndatagrams = false\n",
+            "datagrams",
+        ),
+        (
+            "transparent_mode = \"tproxy\"\ntransparent_udp_listen = \"[::]:0\"\n",
+            "fixed port",
+        ),
+    ] {
+        let e = ForwardConfig::from_toml_str(text, "f.toml").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("transparent_udp_listen"), "{text}");
+        assert!(e.message.contains(why), "{text}: {e}");
+    }
 }

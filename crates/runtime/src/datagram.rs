@@ -4,7 +4,7 @@
 //! channel; a full channel drops (counted).
 
 use crate::driver::Inner;
-use ctcp_proto::ConnectionHandle;
+use ctcp_proto::{ConnectionHandle, DatagramStats};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -18,6 +18,83 @@ pub(crate) struct Inbox {
     pub(crate) tx: Option<mpsc::Sender<(ConnectionHandle, Vec<u8>)>>,
     /// Datagrams dropped because no relay took them in time (or none is set).
     pub(crate) dropped: Arc<AtomicU64>,
+    /// Sessions' datagram counters as last seen, and those of sessions gone since
+    /// ([`Driver::datagram_totals`]).
+    seen: HashMap<ConnectionHandle, DatagramStats>,
+    retired: DatagramStats,
+}
+
+/// Adds `b`'s counters to `a`.
+fn add_stats(a: &mut DatagramStats, b: &DatagramStats) {
+    a.sent += b.sent;
+    a.sent_bytes += b.sent_bytes;
+    a.repairs_sent += b.repairs_sent;
+    a.repair_bytes += b.repair_bytes;
+    a.queue_dropped += b.queue_dropped;
+    a.expired += b.expired;
+    a.received += b.received;
+    a.recovered += b.recovered;
+    a.inbox_dropped += b.inbox_dropped;
+    a.rejected += b.rejected;
+}
+
+impl Driver {
+    /// The datagram counters of every session this driver has held, live or ended: a
+    /// session's counters are kept as last seen here (at each call, and each second while
+    /// a datagram relay runs), so an ended session's count stops at its last sighting.
+    pub fn datagram_totals(&self) -> DatagramStats {
+        let mut inner = self.shared.lock();
+        let Inner {
+            endpoint,
+            datagrams,
+            ..
+        } = &mut *inner;
+        let live: HashMap<ConnectionHandle, DatagramStats> = endpoint
+            .handles()
+            .into_iter()
+            .filter_map(|h| endpoint.connection(h).map(|c| (h, c.datagram_stats())))
+            .collect();
+        let gone: Vec<ConnectionHandle> = datagrams
+            .seen
+            .keys()
+            .filter(|h| !live.contains_key(h))
+            .copied()
+            .collect();
+        for h in gone {
+            if let Some(st) = datagrams.seen.remove(&h) {
+                add_stats(&mut datagrams.retired, &st);
+            }
+        }
+        let mut total = datagrams.retired;
+        for st in live.values() {
+            add_stats(&mut total, st);
+        }
+        datagrams.seen = live;
+        total
+    }
+
+    /// Datagrams the driver received that no relay took (its channel was full).
+    pub fn datagrams_unrelayed(&self) -> u64 {
+        self.shared.lock().datagrams.dropped.load(Ordering::Relaxed)
+    }
+}
+
+/// Keeps [`Driver::datagram_totals`] current while a relay runs.
+fn spawn_totals_ticker(driver: &Driver) {
+    let d = driver.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let stopped = d.stopped();
+        tokio::pin!(stopped);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    d.datagram_totals();
+                }
+                () = &mut stopped => break,
+            }
+        }
+    });
 }
 
 /// The driver hook: moves what session `h` received into the role's channel.
@@ -76,6 +153,8 @@ pub struct UdpCounters {
     pub dropped_denied: AtomicU64,
     /// Dropped: the session refused it (too large, no datagrams, no session).
     pub dropped_session: AtomicU64,
+    /// Dropped: a transparent flow could not be opened (its reply socket failed).
+    pub dropped_no_flow: AtomicU64,
 }
 
 /// The process's datagram counters.
@@ -91,6 +170,7 @@ pub static COUNTERS: UdpCounters = UdpCounters {
     dropped_bad_header: AtomicU64::new(0),
     dropped_denied: AtomicU64::new(0),
     dropped_session: AtomicU64::new(0),
+    dropped_no_flow: AtomicU64::new(0),
 };
 
 fn count(c: &AtomicU64) {
@@ -101,10 +181,21 @@ fn count(c: &AtomicU64) {
 pub(crate) fn install(driver: &Driver) -> mpsc::Receiver<(ConnectionHandle, Vec<u8>)> {
     let (tx, rx) = mpsc::channel(INBOX_DATAGRAMS);
     driver.shared.lock().datagrams.tx = Some(tx);
+    spawn_totals_ticker(driver);
     rx
 }
 
-fn send_into(driver: &Driver, h: ConnectionHandle, payload: &[u8]) {
+/// A flow's datagram as it rides the session: flow id (little-endian), target, payload.
+pub(crate) fn encode_flow(id: u32, target: &TargetAddr, payload: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(payload.len() + 24);
+    p.extend_from_slice(&id.to_le_bytes());
+    target.encode(&mut p);
+    p.extend_from_slice(payload);
+    p
+}
+
+/// Hands `payload` to session `h` as a datagram (counted: relayed, or dropped by it).
+pub(crate) fn send_into(driver: &Driver, h: ConnectionHandle, payload: &[u8]) {
     let ok = driver
         .with_conn(h, |c, _| c.send_datagram(clock::now(), payload).is_ok())
         .unwrap_or(false);
@@ -120,7 +211,7 @@ const MAX_UDP: usize = 65_535;
 
 // ---------------------------------------------------------------- forward side
 
-type ToClient = mpsc::Sender<(TargetAddr, Vec<u8>)>;
+pub(crate) type ToClient = mpsc::Sender<(TargetAddr, Vec<u8>)>;
 
 /// The forward side's flows: flow id → (target, the association it belongs to).
 #[derive(Debug, Default)]
@@ -134,6 +225,18 @@ impl ForwardFlows {
         self.flows
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Registers a flow to `target` whose replies go to `tx`; returns its id.
+    pub(crate) fn open(&self, target: TargetAddr, tx: ToClient) -> u32 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(id, (target, tx));
+        id
+    }
+
+    /// Forgets flow `id`: replies for it are dropped from now on.
+    pub(crate) fn close(&self, id: u32) {
+        self.lock().remove(&id);
     }
 }
 
@@ -236,16 +339,10 @@ pub(crate) async fn associate(
                     continue;
                 }
                 let id = *mine.entry(h.addr.clone()).or_insert_with(|| {
-                    let id = flows.next.fetch_add(1, Ordering::Relaxed);
-                    flows.lock().insert(id, (h.addr.clone(), tx.clone()));
                     count(&COUNTERS.flows_opened);
-                    id
+                    flows.open(h.addr.clone(), tx.clone())
                 });
-                let mut p = Vec::with_capacity(n + 8);
-                p.extend_from_slice(&id.to_le_bytes());
-                h.addr.encode(&mut p);
-                p.extend_from_slice(&buf[h.len..n]);
-                send_into(&driver, session, &p);
+                send_into(&driver, session, &encode_flow(id, &h.addr, &buf[h.len..n]));
             }
             Some((addr, data)) = rx.recv() => {
                 let Some(client) = expected else { continue };
@@ -276,10 +373,17 @@ pub struct FlowLimits {
 }
 
 impl Default for FlowLimits {
+    /// The configuration's defaults (`udp_max_flows`, `udp_idle_timeout`).
     fn default() -> Self {
+        FlowLimits::from(ctcp_config::UdpFlowConfig::default())
+    }
+}
+
+impl From<ctcp_config::UdpFlowConfig> for FlowLimits {
+    fn from(c: ctcp_config::UdpFlowConfig) -> Self {
         FlowLimits {
-            max_flows: 1024,
-            idle_timeout: Duration::from_secs(60),
+            max_flows: c.max_flows,
+            idle_timeout: c.idle_timeout,
         }
     }
 }

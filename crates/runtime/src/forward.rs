@@ -150,6 +150,7 @@ async fn accept_gateway(gateway: Option<&Gateway>) -> io::Result<(TcpStream, Soc
 pub async fn serve(
     listener: TcpListener,
     gateway: Option<Gateway>,
+    udp_gateway: Option<crate::transparent_udp::UdpGateway>,
     driver: Driver,
     channels: DriverChannels,
     settings: Arc<ForwardSettings>,
@@ -171,6 +172,24 @@ pub async fn serve(
         .transport
         .datagrams
         .then(|| crate::datagram::start_forward(&driver));
+    // Issue 27: the transparent UDP listener's flows ride the session as datagrams too.
+    if udp_gateway.is_some() && udp.is_none() {
+        tracing::warn!("transparent UDP listener bound but datagrams are off (transport.datagrams): its datagrams are dropped");
+    }
+    if let (Some(g), Some(flows)) = (udp_gateway, udp.clone()) {
+        let current = current.clone();
+        tokio::spawn(crate::transparent_udp::serve(
+            g,
+            driver.clone(),
+            flows,
+            move || match &*current.borrow() {
+                Tunnel::Up(h) => Some(*h),
+                _ => None,
+            },
+            settings.udp_flows,
+            shutdown.clone(),
+        ));
+    }
     let mut tasks = JoinSet::new();
     loop {
         tokio::select! {

@@ -22,6 +22,7 @@ pub mod signals;
 pub mod socks;
 pub mod status;
 pub mod transparent;
+pub mod transparent_udp;
 pub mod tunnel;
 mod udp;
 
@@ -109,6 +110,10 @@ pub struct ForwardSettings {
     pub transparent_listen: Option<SocketAddr>,
     /// How connections reach `transparent_listen`.
     pub transparent_mode: ctcp_config::TransparentMode,
+    /// Opt-in transparent (gateway) UDP listener (tproxy).
+    pub transparent_udp_listen: Option<SocketAddr>,
+    /// Limits of the transparent UDP flows.
+    pub udp_flows: datagram::FlowLimits,
 }
 
 impl ForwardSettings {
@@ -129,6 +134,8 @@ impl ForwardSettings {
             metrics_listen: cfg.metrics_listen,
             transparent_listen: cfg.transparent_listen,
             transparent_mode: cfg.transparent_mode,
+            transparent_udp_listen: cfg.transparent_udp_listen,
+            udp_flows: cfg.udp.into(),
         }
     }
 
@@ -166,6 +173,8 @@ pub struct ReverseSettings {
     /// The relay role: carry streams on to this next gateway instead of connecting
     /// here (`None`: an ordinary reverse proxy).
     pub relay: Option<RelaySettings>,
+    /// Limits of the per-flow UDP sockets.
+    pub udp_flows: datagram::FlowLimits,
 }
 
 impl ReverseSettings {
@@ -184,6 +193,7 @@ impl ReverseSettings {
             stats_interval: cfg.stats_interval,
             metrics_listen: cfg.metrics_listen,
             relay: None,
+            udp_flows: cfg.udp.into(),
         }
     }
 
@@ -315,6 +325,26 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
             })?,
         ),
     };
+    let udp_gateway = match s.transparent_udp_listen {
+        None => None,
+        Some(addr) => Some(
+            transparent_udp::UdpGateway::bind(
+                addr,
+                transparent::LoopGuard::new(
+                    &std::iter::once(local_addr)
+                        .chain(s.metrics_listen)
+                        .chain(s.transparent_listen)
+                        .collect::<Vec<_>>(),
+                    &guard_peers,
+                ),
+            )
+            .map_err(|source| RuntimeError::Bind {
+                what: "transparent UDP listener",
+                addr,
+                source,
+            })?,
+        ),
+    };
     let endpoint = Endpoint::new(
         EndpointConfig::new(s.psk.clone(), s.transport.clone(), false),
         os_seed(),
@@ -336,9 +366,18 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
             "transparent gateway listener started"
         );
     }
+    if let Some(g) = &udp_gateway {
+        tracing::info!(
+            transparent_udp = %g.local_addr()?,
+            max_flows = s.udp_flows.max_flows,
+            idle_timeout = ?s.udp_flows.idle_timeout,
+            "transparent UDP gateway listener started"
+        );
+    }
     let done = tokio::spawn(forward::serve(
         listener,
         gateway,
+        udp_gateway,
         driver.clone(),
         channels,
         Arc::new(s),

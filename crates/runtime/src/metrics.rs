@@ -554,6 +554,11 @@ struct Reason {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Direction {
+    direction: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Outcome {
     result: &'static str,
 }
@@ -859,6 +864,7 @@ pub fn render_all(driver: &Driver, extra: &[Driver]) -> String {
         drops.get_or_create(&Reason { reason }).inc_by(v);
     }
     reg.register("dropped_datagrams", "Datagrams dropped, by reason", drops);
+    register_udp(&mut reg, driver, extra);
 
     let b = build_info();
     let mut labels = vec![("version".to_owned(), b.version.to_owned())];
@@ -874,6 +880,111 @@ pub fn render_all(driver: &Driver, extra: &[Driver]) -> String {
     // Writing into a String cannot fail.
     let _ = encode(&mut out, &reg);
     out
+}
+
+/// The unreliable-datagram counters (issue 27): the sessions' coded datagrams (all
+/// sessions since start, as last seen), the UDP relays' flows, and drops by reason.
+fn register_udp(reg: &mut Registry, driver: &Driver, extra: &[Driver]) {
+    use crate::datagram::COUNTERS as C;
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut t = driver.datagram_totals();
+    let mut unrelayed = driver.datagrams_unrelayed();
+    for d in extra {
+        let o = d.datagram_totals();
+        t.sent += o.sent;
+        t.repairs_sent += o.repairs_sent;
+        t.received += o.received;
+        t.recovered += o.recovered;
+        t.expired += o.expired;
+        t.queue_dropped += o.queue_dropped;
+        t.inbox_dropped += o.inbox_dropped;
+        t.rejected += o.rejected;
+        unrelayed += d.datagrams_unrelayed();
+    }
+    for (name, help, v) in [
+        (
+            "udp_datagrams_sent",
+            "Unreliable datagrams sent into the sessions (each once)",
+            t.sent,
+        ),
+        (
+            "udp_datagram_repairs_sent",
+            "Datagram repairs sent by the sessions",
+            t.repairs_sent,
+        ),
+        (
+            "udp_datagrams_received",
+            "Unreliable datagrams the sessions delivered (received or recovered)",
+            t.received,
+        ),
+        (
+            "udp_datagrams_recovered",
+            "Of the datagrams delivered, those decoded from repairs",
+            t.recovered,
+        ),
+        (
+            "udp_associations",
+            "SOCKS UDP associations opened",
+            C.associations.load(Relaxed),
+        ),
+        (
+            "udp_flows_opened",
+            "UDP flows opened (forward: per association or transparent flow; reverse: sockets)",
+            C.flows_opened.load(Relaxed),
+        ),
+    ] {
+        let c: Counter = Counter::default();
+        c.inc_by(v);
+        reg.register(name, help, c);
+    }
+    let closed: Family<Reason, Counter> = Family::default();
+    for (reason, v) in [
+        ("idle", C.flows_idle_closed.load(Relaxed)),
+        ("evicted", C.flows_evicted.load(Relaxed)),
+    ] {
+        closed.get_or_create(&Reason { reason }).inc_by(v);
+    }
+    reg.register(
+        "udp_flows_closed",
+        "UDP flows closed, by reason (idle timeout, evicted at the flow cap)",
+        closed,
+    );
+    let relayed: Family<Direction, Counter> = Family::default();
+    for (direction, v) in [
+        ("to_tunnel", C.to_tunnel.load(Relaxed)),
+        ("from_tunnel", C.from_tunnel.load(Relaxed)),
+    ] {
+        relayed.get_or_create(&Direction { direction }).inc_by(v);
+    }
+    reg.register(
+        "udp_relayed",
+        "UDP datagrams relayed into and out of the tunnel",
+        relayed,
+    );
+    let drops: Family<Reason, Counter> = Family::default();
+    for (reason, v) in [
+        ("fragment", C.dropped_fragment.load(Relaxed)),
+        ("wrong_source", C.dropped_wrong_source.load(Relaxed)),
+        ("bad_header", C.dropped_bad_header.load(Relaxed)),
+        ("denied", C.dropped_denied.load(Relaxed)),
+        ("session", C.dropped_session.load(Relaxed)),
+        ("no_flow", C.dropped_no_flow.load(Relaxed)),
+        ("unrelayed", unrelayed),
+        ("queue_overflow", t.queue_dropped),
+        ("expired", t.expired),
+        ("inbox_overflow", t.inbox_dropped),
+        ("rejected", t.rejected),
+    ] {
+        drops.get_or_create(&Reason { reason }).inc_by(v);
+    }
+    reg.register(
+        "udp_dropped",
+        "UDP datagrams dropped, by reason: SOCKS fragment, wrong source, bad header, \
+         denied by the ACL or unresolved, refused by the session, no reply socket for a transparent flow, \
+         not taken by the relay, send queue overflow, expired before sending, receive \
+         inbox overflow, rejected by the session",
+        drops,
+    );
 }
 
 /// Serves the metrics over plain HTTP on `addr` until shutdown. Any request path gets the

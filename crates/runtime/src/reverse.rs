@@ -35,11 +35,7 @@ pub(crate) async fn serve(
 ) -> io::Result<()> {
     // Issue 27: one UDP socket per datagram flow, under the same ACL.
     if settings.transport.datagrams && next.is_none() {
-        crate::datagram::start_reverse(
-            &driver,
-            acl.clone(),
-            crate::datagram::FlowLimits::default(),
-        );
+        crate::datagram::start_reverse(&driver, acl.clone(), settings.udp_flows);
     }
     let mut tasks = JoinSet::new();
     loop {

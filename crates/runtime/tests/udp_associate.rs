@@ -3,6 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use ctcp_runtime::datagram::COUNTERS;
+use ctcp_runtime::metrics::render;
+use ctcp_runtime::status::parse;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -126,6 +128,58 @@ async fn udp_associate_relays_datagrams_and_drops_bad_input() {
         }
     }
     assert_eq!(back, 50);
+    // The OpenMetrics endpoint shows them: datagrams both ways, flows, drops by reason.
+    let value = |text: &str, name: &str, labels: &[(&str, &str)]| {
+        parse(text)
+            .into_iter()
+            .find(|s| s.name == name && labels.iter().all(|(k, v)| s.label(k) == Some(v)))
+            .map(|s| s.value)
+    };
+    for d in [&p.fwd.driver, &p.rev.driver] {
+        let text = render(d);
+        for name in [
+            "ctcp_udp_datagrams_sent_total",
+            "ctcp_udp_datagrams_received_total",
+        ] {
+            assert!(value(&text, name, &[]).unwrap() >= 51.0, "{name}: {text}");
+        }
+        assert!(value(&text, "ctcp_udp_datagram_repairs_sent_total", &[]).is_some());
+        assert!(value(&text, "ctcp_udp_datagrams_recovered_total", &[]).is_some());
+        assert!(value(&text, "ctcp_udp_flows_opened_total", &[]).unwrap() >= 2.0);
+        assert!(value(&text, "ctcp_udp_associations_total", &[]).unwrap() >= 1.0);
+        assert!(
+            value(
+                &text,
+                "ctcp_udp_relayed_total",
+                &[("direction", "to_tunnel")]
+            )
+            .unwrap()
+                >= 102.0
+        );
+        for (reason, at_least) in [
+            ("fragment", 1.0),
+            ("bad_header", 2.0),
+            ("wrong_source", 1.0),
+        ] {
+            assert!(
+                value(&text, "ctcp_udp_dropped_total", &[("reason", reason)]).unwrap() >= at_least,
+                "{reason}: {text}"
+            );
+        }
+        for reason in [
+            "expired",
+            "queue_overflow",
+            "inbox_overflow",
+            "denied",
+            "unrelayed",
+        ] {
+            assert!(
+                value(&text, "ctcp_udp_dropped_total", &[("reason", reason)]).is_some(),
+                "{reason}"
+            );
+        }
+        assert!(value(&text, "ctcp_udp_flows_closed_total", &[("reason", "idle")]).is_some());
+    }
     // The association ends with its control connection.
     drop(ctl);
     tokio::time::sleep(Duration::from_millis(200)).await;
