@@ -24,6 +24,16 @@ pub(crate) struct Inbox {
     retired: DatagramStats,
 }
 
+impl Inbox {
+    /// Keeps an ending session's final datagram counters, so the totals count everything
+    /// it did after the last snapshot.
+    pub(crate) fn on_session_lost(&mut self, h: ConnectionHandle, last: Option<DatagramStats>) {
+        if let Some(st) = last {
+            self.seen.insert(h, st);
+        }
+    }
+}
+
 /// Adds `b`'s counters to `a`.
 fn add_stats(a: &mut DatagramStats, b: &DatagramStats) {
     a.sent += b.sent;
@@ -40,8 +50,8 @@ fn add_stats(a: &mut DatagramStats, b: &DatagramStats) {
 
 impl Driver {
     /// The datagram counters of every session this driver has held, live or ended: a
-    /// session's counters are kept as last seen here (at each call, and each second while
-    /// a datagram relay runs), so an ended session's count stops at its last sighting.
+    /// session's counters are kept as last seen here (at each call, each second while a
+    /// datagram relay runs, and when the session ends, from its final state).
     pub fn datagram_totals(&self) -> DatagramStats {
         let mut inner = self.shared.lock();
         let Inner {

@@ -417,6 +417,8 @@ fn route_events(
                 // The endpoint still holds the connection: keep its final counters.
                 let last = inner.endpoint.connection(h).map(|c| c.stats());
                 inner.totals.on_lost(h, &err, last.as_ref());
+                let last_datagrams = inner.endpoint.connection(h).map(|c| c.datagram_stats());
+                inner.datagrams.on_session_lost(h, last_datagrams);
                 inner.lost.insert(h, err.clone());
                 if inner.lost.len() > 1024 {
                     inner.lost.clear();
