@@ -287,19 +287,7 @@ impl Link {
     }
 
     fn wait_ready(&mut self, ready: &Path) -> Result<()> {
-        let start = ctcp_runtime::clock::now();
-        while !ready.exists() {
-            if let Some(c) = self.child.as_mut() {
-                if let Some(s) = c.try_wait()? {
-                    bail!("ctcp-linkem exited before it was ready: {s} (see its log)");
-                }
-            }
-            if start.elapsed() > Duration::from_secs(15) {
-                bail!("ctcp-linkem not ready after 15 s");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(())
+        wait_linkem_ready(&mut self.child, ready, "its log")
     }
 
     /// Namespace A (clients, ctcp-forward).
@@ -314,16 +302,7 @@ impl Link {
 
     /// Large TCP buffers and no cached per-destination metrics in both namespaces.
     fn tune(&self) -> Result<()> {
-        for ns in [self.ns_a(), self.ns_b()] {
-            for (k, v) in [
-                ("net.ipv4.tcp_rmem", self.spec.tcp_mem),
-                ("net.ipv4.tcp_wmem", self.spec.tcp_mem),
-                ("net.ipv4.tcp_no_metrics_save", "1"),
-            ] {
-                sysctl(ns, k, v)?;
-            }
-        }
-        Ok(())
+        tune_tcp(&[self.ns_a(), self.ns_b()], self.spec.tcp_mem)
     }
 
     /// Sets the kernel congestion control in both namespaces.
@@ -461,6 +440,38 @@ impl Drop for Link {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// Waits until `ctcp-linkem` (`child`) writes its ready file, failing if it exits first
+/// (`log` names where to look) or takes over 15 s.
+pub(crate) fn wait_linkem_ready(child: &mut Option<Child>, ready: &Path, log: &str) -> Result<()> {
+    let start = ctcp_runtime::clock::now();
+    while !ready.exists() {
+        if let Some(c) = child.as_mut() {
+            if let Some(s) = c.try_wait()? {
+                bail!("ctcp-linkem exited before it was ready: {s} (see {log})");
+            }
+        }
+        if start.elapsed() > Duration::from_secs(15) {
+            bail!("ctcp-linkem not ready after 15 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// TCP buffers of `tcp_mem` and no cached per-destination metrics in each namespace.
+pub(crate) fn tune_tcp<S: AsRef<str>>(namespaces: &[S], tcp_mem: &str) -> Result<()> {
+    for ns in namespaces {
+        for (k, v) in [
+            ("net.ipv4.tcp_rmem", tcp_mem),
+            ("net.ipv4.tcp_wmem", tcp_mem),
+            ("net.ipv4.tcp_no_metrics_save", "1"),
+        ] {
+            sysctl(ns.as_ref(), k, v)?;
+        }
+    }
+    Ok(())
 }
 
 /// `sysctl -w key=value` inside `ns`.

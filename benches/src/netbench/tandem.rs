@@ -176,29 +176,8 @@ impl TandemLink {
             mid_prefix,
             stats,
         };
-        let start = ctcp_runtime::clock::now();
-        while !ready.exists() {
-            if let Some(s) = link
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                bail!("ctcp-linkem exited before it was ready: {s} (see tandem-linkem.log)");
-            }
-            if start.elapsed() > Duration::from_secs(15) {
-                bail!("ctcp-linkem not ready after 15 s");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        for ns in link.namespaces() {
-            for (k, v) in [
-                ("net.ipv4.tcp_rmem", super::link::TCP_MEM),
-                ("net.ipv4.tcp_wmem", super::link::TCP_MEM),
-                ("net.ipv4.tcp_no_metrics_save", "1"),
-            ] {
-                sysctl(&ns, k, v)?;
-            }
-        }
+        super::link::wait_linkem_ready(&mut link.child, &ready, "tandem-linkem.log")?;
+        super::link::tune_tcp(&link.namespaces(), super::link::TCP_MEM)?;
         Ok(link)
     }
 

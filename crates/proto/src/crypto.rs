@@ -235,12 +235,9 @@ impl PacketKey {
     /// `packet`. On failure the body's contents are unspecified.
     ///
     /// ring opens only full 16-byte tags, and the RustCrypto `aes-gcm` crate, which takes
-    /// the tag length as a parameter and opens in one pass, ran at 1.0–1.3 GiB/s here
-    /// against ring's 5.7–6.1 (`cargo bench -p ctcp-benches --bench packet`; this open:
-    /// 2.4–2.8, still twice the one-pass RustCrypto open). Issue 26 weighed going back to
-    /// full tags for a one-pass open: about 24 ms of CPU per 100 MiB received, against 4
-    /// bytes on every datagram (0.27 % of every link's capacity) for good; the tag stays
-    /// at 12 bytes (BENCHMARKS.md, "Data path and scale"). So the standard
+    /// the tag length as a parameter and opens in one pass, is slower than these two ring
+    /// passes; full tags would save CPU but cost 4 bytes on every datagram for good, so
+    /// the tag stays at 12 bytes (figures: BENCHMARKS.md, "Data path and scale"). So the standard
     /// GCM decryption is done with ring's sealing primitive, which is the same keystream:
     /// sealing the ciphertext yields the plaintext (that pass's tag is discarded), and
     /// sealing a copy of the plaintext yields the ciphertext again with the full tag GCM

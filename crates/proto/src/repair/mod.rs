@@ -252,8 +252,8 @@ impl RepairScheduler {
         // Wire budget: proactive repair stays near the expected loss (repairs are lost
         // too, hence p/(1-p)); reactive repair tops up the variance. Its share grows with
         // the RTT: a reactive repair costs a round trip of delay but is never wasted, while
-        // a proactive one that lands where nothing is missing is (34–45 % of them at 5 %
-        // loss when both ran at full share). On short paths the round trip is cheap, so
+        // a proactive one that lands where nothing is missing is (evidence:
+        // docs/experiments/code-evidence.md#proactive-full-rtt). On short paths the round trip is cheap, so
         // repair is almost all reactive (share × srtt / 500 ms of the expected loss); from
         // 500 ms up, proactive repair carries its configured share of the loss.
         let share =

@@ -166,8 +166,8 @@ pub(super) const ACK_DELAY_MAX_US: u32 = (1 << 30) - 1;
 
 impl Ack {
     /// Fields as varints (sizes scale with the values, not their types: ACKs go back for
-    /// every two data packets, and at 43 fixed bytes they were 3.5–7 % of a real link's
-    /// bytes); `highest_seen` as its distance above `next_in_order`.
+    /// every two data packets, and at fixed widths they were a visible share of a real
+    /// link's bytes); `highest_seen` as its distance above `next_in_order`.
     fn parse(r: &mut Reader<'_>) -> Result<Self, WireError> {
         let next_in_order = r.varint("ack next")?;
         let above = r.varint("ack highest")?;
