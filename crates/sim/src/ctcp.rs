@@ -492,21 +492,37 @@ fn endpoint_config(config: TransportConfig, psk: &[u8], server: bool) -> Endpoin
     EndpointConfig::new(psk, config, server)
 }
 
+/// Hands `datagram` from `peer` to `endpoint` through the reusable `buf` (the endpoint
+/// decrypts in place, so it needs an owned copy).
+pub(crate) fn deliver(
+    endpoint: &mut ProtoEndpoint,
+    peer: SocketAddr,
+    buf: &mut Vec<u8>,
+    now: Instant,
+    datagram: &[u8],
+) {
+    buf.clear();
+    buf.extend_from_slice(datagram);
+    endpoint.handle_datagram(now, peer, buf);
+}
+
+/// The next datagram `endpoint` has to send at `now`, if any.
+pub(crate) fn next_datagram(endpoint: &mut ProtoEndpoint, now: Instant) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(1500);
+    let t = endpoint.poll_transmit(now, &mut out)?;
+    out.truncate(t.size);
+    Some(out)
+}
+
 impl Endpoint for CtcpPeer {
     fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
-        self.buf.clear();
-        self.buf.extend_from_slice(datagram);
-        let mut d = std::mem::take(&mut self.buf);
-        self.endpoint.handle_datagram(now, self.peer, &mut d);
-        self.buf = d;
+        deliver(&mut self.endpoint, self.peer, &mut self.buf, now, datagram);
         self.pump(now);
     }
 
     fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
         self.pump(now);
-        let mut out = Vec::with_capacity(1500);
-        let t = self.endpoint.poll_transmit(now, &mut out)?;
-        out.truncate(t.size);
+        let out = next_datagram(&mut self.endpoint, now)?;
         if matches!(self.app, App::Sender { .. }) {
             let sent = self
                 .conn

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use ctcp_proto::{ConnectionHandle, Endpoint as ProtoEndpoint, EndpointConfig, Event, Psk};
 use ctcp_proto::{DatagramStats, TransportConfig};
 
+use crate::ctcp::{deliver, next_datagram};
 use crate::link::LinkSpec;
 use crate::seed::Seed;
 use crate::sim::{Endpoint, Sim, SimError};
@@ -144,19 +145,13 @@ impl DatagramPeer {
 
 impl Endpoint for DatagramPeer {
     fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
-        self.buf.clear();
-        self.buf.extend_from_slice(datagram);
-        let mut d = std::mem::take(&mut self.buf);
-        self.endpoint.handle_datagram(now, self.peer, &mut d);
-        self.buf = d;
+        deliver(&mut self.endpoint, self.peer, &mut self.buf, now, datagram);
         self.pump(now);
     }
 
     fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
         self.pump(now);
-        let mut out = Vec::with_capacity(1500);
-        let t = self.endpoint.poll_transmit(now, &mut out)?;
-        out.truncate(t.size);
+        let out = next_datagram(&mut self.endpoint, now)?;
         Some(out)
     }
 
