@@ -4,13 +4,15 @@
 //! the same forward (which re-establishes its session).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
+mod common;
+
 use ctcp_proto::Psk;
 use ctcp_runtime::{start_forward, ForwardSettings};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 const KEY: [u8; 32] = [0x5a; 32];
 
@@ -27,40 +29,6 @@ fn spawn_reverse(port: u16, key_file: &std::path::Path) -> Child {
         .stdout(Stdio::null())
         .spawn()
         .expect("spawn ctcp-reverse")
-}
-
-/// SOCKS5 CONNECT to `target` (IPv4) through `proxy`; the reply code on failure.
-async fn socks(proxy: SocketAddr, target: SocketAddrV4) -> Result<TcpStream, u8> {
-    let mut s = TcpStream::connect(proxy).await.unwrap();
-    s.write_all(&[5, 1, 0]).await.unwrap();
-    let mut m = [0u8; 2];
-    s.read_exact(&mut m).await.unwrap();
-    assert_eq!(m, [5, 0]);
-    let mut req = vec![5, 1, 0, 1];
-    req.extend_from_slice(&target.ip().octets());
-    req.extend_from_slice(&target.port().to_be_bytes());
-    s.write_all(&req).await.unwrap();
-    let mut reply = [0u8; 10];
-    s.read_exact(&mut reply).await.unwrap();
-    if reply[1] == 0 {
-        Ok(s)
-    } else {
-        Err(reply[1])
-    }
-}
-
-/// Retries CONNECT until the tunnel serves it (the reverse process is starting).
-async fn socks_when_ready(proxy: SocketAddr, target: SocketAddrV4) -> TcpStream {
-    tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            if let Ok(s) = socks(proxy, target).await {
-                return s;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await
-    .expect("the tunnel never came up")
 }
 
 /// A TCP server that reads and discards everything, and echoes a marker on accept.
@@ -102,7 +70,13 @@ async fn killing_the_reverse_process_ends_client_connections_and_a_restart_serve
     let fwd = start_forward(fs).await.unwrap();
     let target = sink_server().await;
 
-    let mut s = socks_when_ready(fwd.local_addr, target).await;
+    let mut s = common::socks_when_ready(
+        fwd.local_addr,
+        target,
+        Duration::from_secs(20),
+        "the tunnel never came up",
+    )
+    .await;
     let mut hi = [0u8; 2];
     s.read_exact(&mut hi).await.unwrap();
     assert_eq!(&hi, b"hi");
@@ -138,7 +112,13 @@ async fn killing_the_reverse_process_ends_client_connections_and_a_restart_serve
 
     // A new reverse on the same port: the forward re-establishes its session.
     let mut child = spawn_reverse(port, &key_file);
-    let mut s = socks_when_ready(fwd.local_addr, target).await;
+    let mut s = common::socks_when_ready(
+        fwd.local_addr,
+        target,
+        Duration::from_secs(20),
+        "the tunnel never came up",
+    )
+    .await;
     let mut hi = [0u8; 2];
     s.read_exact(&mut hi).await.unwrap();
     assert_eq!(&hi, b"hi");

@@ -9,9 +9,12 @@
 //! `CTCP_RELAY_TEST_MIB=100 cargo test --release -p ctcp-reverse --test relay_chain`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
+mod common;
+use common::free_udp_port;
+
 use ctcp_proto::Psk;
 use ctcp_runtime::{start_forward, ForwardSettings};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{SocketAddr, SocketAddrV4};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -20,14 +23,6 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// One key per segment.
 const KEYS: [[u8; 32]; 3] = [[0x11; 32], [0x22; 32], [0x33; 32]];
-
-fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn write_key(dir: &Path, i: usize) -> std::path::PathBuf {
     let f = dir.join(format!("key{i}"));
@@ -57,39 +52,6 @@ fn spawn_gateway(port: u16, key: &Path, next: Option<(u16, &Path)>) -> Child {
         .stdout(Stdio::null())
         .spawn()
         .expect("spawn ctcp-reverse")
-}
-
-async fn socks(proxy: SocketAddr, target: SocketAddrV4) -> Result<TcpStream, u8> {
-    let mut s = TcpStream::connect(proxy).await.unwrap();
-    s.write_all(&[5, 1, 0]).await.unwrap();
-    let mut m = [0u8; 2];
-    s.read_exact(&mut m).await.unwrap();
-    assert_eq!(m, [5, 0]);
-    let mut req = vec![5, 1, 0, 1];
-    req.extend_from_slice(&target.ip().octets());
-    req.extend_from_slice(&target.port().to_be_bytes());
-    s.write_all(&req).await.unwrap();
-    let mut reply = [0u8; 10];
-    s.read_exact(&mut reply).await.unwrap();
-    if reply[1] == 0 {
-        Ok(s)
-    } else {
-        Err(reply[1])
-    }
-}
-
-/// Retries CONNECT until the chain serves it (processes starting, sessions coming up).
-async fn socks_when_ready(proxy: SocketAddr, target: SocketAddrV4) -> TcpStream {
-    tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            if let Ok(s) = socks(proxy, target).await {
-                return s;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await
-    .expect("the chain never came up")
 }
 
 /// Deterministic bytes, generated in pieces (xorshift64).
@@ -180,7 +142,13 @@ async fn forward_relay_relay_reverse_processes_download_byte_exact_and_survive_a
     // 1. A download across three segments, byte-exact.
     let big = file_server(mib << 20).await;
     let started = tokio::time::Instant::now();
-    let mut s = socks_when_ready(fwd.local_addr, big).await;
+    let mut s = common::socks_when_ready(
+        fwd.local_addr,
+        big,
+        Duration::from_secs(30),
+        "the chain never came up",
+    )
+    .await;
     let got = tokio::time::timeout(Duration::from_secs(300), check_download(&mut s))
         .await
         .expect("download hung")
@@ -195,7 +163,13 @@ async fn forward_relay_relay_reverse_processes_download_byte_exact_and_survive_a
     // 2. SIGKILL of the second relay mid-transfer: the client's connection ends with an
     // error (a reset, not an EOF that could pass for the end of the reply) within the first relay's idle timeout plus slack, never hangs.
     let endless = file_server(u64::MAX).await;
-    let mut s = socks_when_ready(fwd.local_addr, endless).await;
+    let mut s = common::socks_when_ready(
+        fwd.local_addr,
+        endless,
+        Duration::from_secs(30),
+        "the chain never came up",
+    )
+    .await;
     let mut buf = vec![0u8; 64 << 10];
     let mut seen = 0usize;
     while seen < 4 << 20 {
@@ -227,7 +201,13 @@ async fn forward_relay_relay_reverse_processes_download_byte_exact_and_survive_a
     relay2 = spawn_gateway(ports[1], &keys[1], Some((ports[2], &keys[2])));
     let small = file_server(1 << 20).await;
     let back = tokio::time::Instant::now();
-    let mut s = socks_when_ready(fwd.local_addr, small).await;
+    let mut s = common::socks_when_ready(
+        fwd.local_addr,
+        small,
+        Duration::from_secs(30),
+        "the chain never came up",
+    )
+    .await;
     let got = tokio::time::timeout(Duration::from_secs(30), check_download(&mut s))
         .await
         .expect("download after the restart hung")
