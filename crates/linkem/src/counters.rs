@@ -5,8 +5,9 @@ use serde::{Deserialize, Serialize};
 /// Cumulative per-direction counters of a [`crate::Link`].
 ///
 /// Every packet pushed ends up in exactly one of `delivered` (minus the
-/// duplicates), `lost`, `queue_drops`, or still in flight, so in steady state
-/// `packets_in + duplicated = delivered + lost + queue_drops + in flight`.
+/// duplicates), `lost`, `queue_drops`, `down_drops`, or still in flight, so in
+/// steady state
+/// `packets_in + duplicated = delivered + lost + queue_drops + down_drops + in flight`.
 /// Also read back from the statistics lines (see [`crate::StatsLine`]) by tools
 /// that drive the emulator, such as the `netbench` runner.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,4 +30,9 @@ pub struct Counters {
     /// is reordering as the receiver sees it (whether caused by `reorder` or
     /// by jitter with reordering allowed).
     pub reordered: u64,
+    /// Packets dropped because the link was down ([`crate::Link::set_down`]):
+    /// pushed while down, or on the link when it went down. Absent from
+    /// statistics lines of older versions, hence the serde default.
+    #[serde(default)]
+    pub down_drops: u64,
 }

@@ -20,6 +20,21 @@
 //!  [client] ─veth─ ns0 ══link 0══ ns1 ══link 1══ ns2 ─veth─ [server]
 //! ```
 //!
+//! Parallel paths ([`Topology::Parallel`]) join the same two namespaces by N
+//! links side by side, each with its own impairments: path `k` joins `10.77.k.1`
+//! in A to `10.77.k.2` in B over `linkemK`. A's source address picks the path
+//! (one policy-routing table per path, as on a host with one uplink per
+//! address), and B routes by destination, so a flow from `10.77.k.1` crosses
+//! path `k` both ways whichever B address it talks to; unbound sockets in A reach
+//! `10.77.k.2` over path `k`.
+//!
+//! ```text
+//!              ══ path 0: 10.77.0.1 ── linkem0 ── 10.77.0.2 ══
+//!  namespace A ══ path 1: 10.77.1.1 ── linkem1 ── 10.77.1.2 ══ namespace B
+//! ```
+//!
+//! Any link can be cut and restored while running ([`crate::control`]).
+//!
 //! The loop reads the clock once per event ([`crate::clock::now`]), pushes
 //! what the TUN devices deliver, writes out what the links release, and
 //! sleeps on a `timerfd` ([`ReleaseTimer`]) until the earliest release.
@@ -28,7 +43,9 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::io;
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -37,6 +54,7 @@ use tun_rs::{AsyncDevice, DeviceBuilder};
 
 use crate::clock;
 use crate::config::{ConfigError, LinkConfig};
+use crate::control::{self, MAX_MESSAGE};
 use crate::link::Link;
 use crate::netns::{self, Namespace, NetnsError};
 use crate::stats::{Lateness, StatsLine, StatsSink};
@@ -92,14 +110,27 @@ impl Default for EmulatorConfig {
     }
 }
 
-/// A line of namespaces joined by emulated links (see the module docs).
+/// How the links of a [`ChainConfig`] join its namespaces.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Topology {
+    /// A line: link `k` joins namespace `k` to namespace `k + 1`.
+    #[default]
+    Line,
+    /// Parallel paths: every link joins the two namespaces (see the module docs).
+    Parallel,
+}
+
+/// Namespaces joined by emulated links, in a line or side by side (see the module
+/// docs).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChainConfig {
-    /// The namespaces, in order: at least two.
+    /// How the links join the namespaces.
+    pub topology: Topology,
+    /// The namespaces, in order: at least two (exactly two for parallel paths).
     pub namespaces: Vec<String>,
-    /// One entry per link between neighbours (`namespaces.len() − 1` of
-    /// them): the impairments away from the first namespace (A→B) and
-    /// toward it (B→A).
+    /// One entry per link: between neighbours in a line (`namespaces.len() − 1`
+    /// of them), or per path between the two namespaces; the impairments away
+    /// from the first namespace (A→B) and toward it (B→A).
     pub hops: Vec<(LinkConfig, LinkConfig)>,
     /// Address of link 0's end in the first namespace (default 10.77.0.1);
     /// link `k` adds `k` to the third octet, and so does its other end.
@@ -127,6 +158,7 @@ impl From<&EmulatorConfig> for ChainConfig {
     /// The two-namespace link as a chain of one hop, with no end namespaces.
     fn from(c: &EmulatorConfig) -> Self {
         ChainConfig {
+            topology: Topology::Line,
             namespaces: vec![c.ns_a.clone(), c.ns_b.clone()],
             hops: vec![(c.a_to_b.clone(), c.b_to_a.clone())],
             addr_a: c.addr_a,
@@ -224,6 +256,8 @@ struct Segment {
     write_errors: u64,
     /// Release lateness per direction (A→B, B→A) since the last stats line.
     late: [Lateness; 2],
+    /// Set by the control socket: the link is cut (both directions).
+    down: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Segment {
@@ -246,6 +280,8 @@ pub struct Emulator {
     namespaces: Vec<Namespace>,
     keep: bool,
     ready_at: Instant,
+    /// Each segment's down flag (shared with it), for the control socket.
+    downs: Vec<Arc<AtomicBool>>,
 }
 
 /// Gives every emulator in this process distinct temporary TUN names.
@@ -284,7 +320,20 @@ impl Emulator {
     /// TUN operation.
     pub fn setup_chain(config: &ChainConfig) -> Result<Self, EmulatorError> {
         let n = config.namespaces.len();
-        if n < 2 || config.hops.len() != n - 1 {
+        let parallel = config.topology == Topology::Parallel;
+        if parallel {
+            if n != 2 || config.hops.is_empty() {
+                return Err(EmulatorError::Setup(format!(
+                    "parallel paths need two namespaces and at least one path (got {n} and {})",
+                    config.hops.len()
+                )));
+            }
+            if config.client_ns.is_some() || config.server_ns.is_some() {
+                return Err(EmulatorError::Setup(
+                    "parallel paths take no client or server namespace".into(),
+                ));
+            }
+        } else if n < 2 || config.hops.len() != n - 1 {
             return Err(EmulatorError::Setup(format!(
                 "{n} namespaces need {} links (got {})",
                 n.saturating_sub(1),
@@ -355,9 +404,11 @@ impl Emulator {
         for (k, (a_to_b, b_to_a)) in links.into_iter().enumerate() {
             let dev = hop_dev(&config.dev, k);
             let (addr_a, addr_b) = (shifted(config.addr_a, k), shifted(config.addr_b, k));
+            // A line's link k joins namespaces k and k + 1; every path joins the two.
+            let (ia, ib) = if parallel { (0, 1) } else { (k, k + 1) };
             let a = Self::end(
                 config,
-                &namespaces[k],
+                &namespaces[ia],
                 &format!("{tag}h{k}a"),
                 &dev,
                 addr_a,
@@ -365,7 +416,7 @@ impl Emulator {
             )?;
             let b = Self::end(
                 config,
-                &namespaces[k + 1],
+                &namespaces[ib],
                 &format!("{tag}h{k}b"),
                 &dev,
                 addr_b,
@@ -375,12 +426,13 @@ impl Emulator {
                 hop: k,
                 a,
                 b,
-                ns_a: config.namespaces[k].clone(),
-                ns_b: config.namespaces[k + 1].clone(),
+                ns_a: config.namespaces[ia].clone(),
+                ns_b: config.namespaces[ib].clone(),
                 a_to_b,
                 b_to_a,
                 write_errors: 0,
                 late: [Lateness::default(), Lateness::default()],
+                down: Arc::new(AtomicBool::new(false)),
             });
         }
         if let Some(c) = &config.client_ns {
@@ -395,7 +447,9 @@ impl Emulator {
             Self::veth(&ns, &namespaces[n - 1], "vethsrv", end, at)?;
             namespaces.push(ns);
         }
-        if n > 2 || config.client_ns.is_some() || config.server_ns.is_some() {
+        if parallel {
+            Self::route_by_source(config, &namespaces[0])?;
+        } else if n > 2 || config.client_ns.is_some() || config.server_ns.is_some() {
             Self::route(config, &namespaces[..n])?;
         }
         if config.keep {
@@ -405,6 +459,8 @@ impl Emulator {
             }
         }
         tracing::info!(
+            topology = ?config.topology,
+            links = config.hops.len(),
             namespaces = ?config.namespaces,
             client = ?config.client_ns,
             server = ?config.server_ns,
@@ -412,12 +468,46 @@ impl Emulator {
             dev = %config.dev, mtu = config.mtu,
             "link up"
         );
+        let downs = segments.iter().map(|s| Arc::clone(&s.down)).collect();
         Ok(Self {
             segments,
             namespaces,
             keep: config.keep,
             ready_at: clock::now(),
+            downs,
         })
+    }
+
+    /// First policy-routing table of the parallel paths (path `k` uses
+    /// `PATH_TABLE + k`, its rule the same preference).
+    const PATH_TABLE: usize = 100;
+
+    /// Parallel paths: in namespace A, traffic from path `k`'s address leaves by
+    /// path `k` (a rule per source address and a table whose default route is the
+    /// path's device, then `unreachable`, so a path whose device is down fails
+    /// rather than leaking onto another path). B needs nothing: its route to each
+    /// A address is the path's point-to-point peer route.
+    fn route_by_source(config: &ChainConfig, a: &Namespace) -> Result<(), EmulatorError> {
+        for k in 0..config.hops.len() {
+            let table = (Self::PATH_TABLE + k).to_string();
+            let from = shifted(config.addr_a, k).to_string();
+            let dev = hop_dev(&config.dev, k);
+            a.ip(&["route", "add", "default", "dev", &dev, "table", &table])?;
+            a.ip(&[
+                "route",
+                "add",
+                "unreachable",
+                "default",
+                "metric",
+                "4096",
+                "table",
+                &table,
+            ])?;
+            a.ip(&[
+                "rule", "add", "from", &from, "lookup", &table, "pref", &table,
+            ])?;
+        }
+        Ok(())
     }
 
     /// Joins the end namespace `end` to the chain's namespace `at` with a veth
@@ -538,8 +628,34 @@ impl Emulator {
     pub async fn run(
         &mut self,
         shutdown: impl Future<Output = ()>,
-        mut stats: StatsOptions,
+        stats: StatsOptions,
     ) -> Result<(), EmulatorError> {
+        self.run_controlled(shutdown, stats, None).await
+    }
+
+    /// Like [`Self::run`], and answers [`crate::control`] commands on a Unix
+    /// datagram socket at `control` (created here, removed at the end; a stale
+    /// file there is replaced).
+    ///
+    /// # Errors
+    /// As [`Self::run`], or the control socket cannot be created.
+    pub async fn run_controlled(
+        &mut self,
+        shutdown: impl Future<Output = ()>,
+        mut stats: StatsOptions,
+        control: Option<&Path>,
+    ) -> Result<(), EmulatorError> {
+        let socket = match control {
+            Some(path) => {
+                let _ = std::fs::remove_file(path);
+                Some(
+                    tokio::net::UnixDatagram::bind(path)
+                        .map_err(io_error("creating the control socket"))?,
+                )
+            }
+            None => None,
+        };
+        let downs = self.downs.clone();
         // The loops run on this thread (the binary uses a current-thread runtime).
         timer::tighten_timer_slack();
         let ready_at = self.ready_at;
@@ -562,8 +678,12 @@ impl Emulator {
             tokio::select! {
                 () = shutdown => Ok(()),
                 r = any_failed => r,
+                r = serve_control(socket.as_ref(), &downs) => r,
             }
         };
+        if let Some(path) = control {
+            let _ = std::fs::remove_file(path);
+        }
         let mut last = Ok(());
         for seg in &mut self.segments {
             if last.is_ok() {
@@ -617,7 +737,59 @@ impl Emulator {
     }
 }
 
+/// Answers control commands on `socket` until it fails (never without one).
+async fn serve_control(
+    socket: Option<&tokio::net::UnixDatagram>,
+    downs: &[Arc<AtomicBool>],
+) -> Result<(), EmulatorError> {
+    let Some(socket) = socket else {
+        return std::future::pending().await;
+    };
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    loop {
+        let (n, from) = socket
+            .recv_from(&mut buf)
+            .await
+            .map_err(io_error("reading the control socket"))?;
+        let text = String::from_utf8_lossy(&buf[..n]);
+        let mut flags: Vec<bool> = downs.iter().map(|d| d.load(Ordering::Relaxed)).collect();
+        let before = flags.clone();
+        let reply = control::apply(&text, &mut flags);
+        for (k, (flag, was)) in flags.iter().zip(&before).enumerate() {
+            if flag != was {
+                tracing::info!(
+                    link = k,
+                    down = *flag,
+                    "link {}",
+                    if *flag { "cut" } else { "restored" }
+                );
+            }
+            downs[k].store(*flag, Ordering::Relaxed);
+        }
+        if !reply.is_ok() {
+            tracing::warn!(command = %text.trim(), reply = %reply.0, "control command refused");
+        }
+        // A sender without a bound address cannot be answered; the command still applies.
+        if let Some(path) = from.as_pathname() {
+            if let Err(e) = socket.send_to(reply.0.as_bytes(), path).await {
+                tracing::debug!(error = %e, "cannot answer a control command");
+            }
+        }
+    }
+}
+
 impl Segment {
+    /// Applies the control socket's down flag to both directions (a cut link
+    /// loses what is on it, [`Link::set_down`]); called before every push and
+    /// release, so a command takes effect at the next packet or timer.
+    fn sync_down(&mut self) {
+        let down = self.down.load(Ordering::Relaxed);
+        if down != self.a_to_b.is_down() {
+            self.a_to_b.set_down(down);
+            self.b_to_a.set_down(down);
+        }
+    }
+
     async fn pump(
         &mut self,
         sink: &RefCell<&mut StatsSink>,
@@ -633,6 +805,7 @@ impl Segment {
             tick
         });
         loop {
+            self.sync_down();
             let now = clock::now();
             self.release(now).await;
             let next = match (self.a_to_b.next_release(), self.b_to_a.next_release()) {
@@ -646,12 +819,14 @@ impl Segment {
             tokio::select! {
                 r = self.a.recv(&mut buf_a) => {
                     let n = r.map_err(io_error("reading the TUN device in namespace A"))?;
+                    self.sync_down();
                     self.a_to_b.push(clock::now(), buf_a[..n].to_vec());
                     drain(&self.a, &mut buf_a, &mut self.a_to_b)
                         .map_err(io_error("reading the TUN device in namespace A"))?;
                 }
                 r = self.b.recv(&mut buf_b) => {
                     let n = r.map_err(io_error("reading the TUN device in namespace B"))?;
+                    self.sync_down();
                     self.b_to_a.push(clock::now(), buf_b[..n].to_vec());
                     drain(&self.b, &mut buf_b, &mut self.b_to_a)
                         .map_err(io_error("reading the TUN device in namespace B"))?;

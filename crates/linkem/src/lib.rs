@@ -40,6 +40,18 @@
 //! ip netns exec ctcp-a curl http://10.77.201.2:8000/   # a server in `srv`, two links away
 //! ```
 //!
+//! Parallel paths (`--path` once per link, [`Topology::Parallel`]): the same two
+//! namespaces joined by several links side by side, path `k` from `10.77.k.1` to
+//! `10.77.k.2`, A's source address picking the path; `--control` takes a path down
+//! and back up while traffic runs ([`control`]):
+//!
+//! ```text
+//! ctcp-linkem --path delay=300ms,rate=10mbit,loss=1% --path delay=30ms,rate=5mbit,loss=5% \
+//!     --control /tmp/linkem.ctl &
+//! ip netns exec ctcp-a curl --interface 10.77.1.1 http://10.77.0.2:8000/   # over path 1
+//! ctcp-linkem --control /tmp/linkem.ctl --ctl 'down 1'   # cut path 1 ('up 1' restores it)
+//! ```
+//!
 //! ```
 //! use std::time::{Duration, Instant};
 //! use ctcp_linkem::{Link, LinkConfig};
@@ -61,6 +73,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod control;
 pub mod counters;
 pub mod emulator;
 pub mod link;
@@ -71,6 +84,6 @@ pub mod units;
 
 pub use config::{ConfigError, GilbertElliott, JitterDist, LinkConfig, DEFAULT_QUEUE_BYTES};
 pub use counters::Counters;
-pub use emulator::{ChainConfig, Emulator, EmulatorConfig, EmulatorError, StatsOptions};
+pub use emulator::{ChainConfig, Emulator, EmulatorConfig, EmulatorError, StatsOptions, Topology};
 pub use link::Link;
 pub use stats::{Lateness, StatsLine, StatsSink};

@@ -47,6 +47,8 @@ pub struct Link {
     next_seq: u64,
     /// Highest arrival number released so far, to count reordering.
     highest_released: Option<u64>,
+    /// Whether the link is cut ([`Link::set_down`]).
+    down: bool,
     counters: Counters,
 }
 
@@ -98,6 +100,7 @@ impl Link {
             next_order: 0,
             next_seq: 0,
             highest_released: None,
+            down: false,
             counters: Counters::default(),
         })
     }
@@ -114,6 +117,12 @@ impl Link {
         let len = packet.len() as u64;
         self.counters.packets_in += 1;
         self.counters.bytes_in += len;
+        if self.down {
+            // A cut link carries nothing and draws nothing, so the random stream
+            // after the outage is the one the same pushes would have met anyway.
+            self.counters.down_drops += 1;
+            return;
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
 
@@ -165,6 +174,30 @@ impl Link {
     #[must_use]
     pub fn next_release(&self) -> Option<Instant> {
         self.heap.peek().map(|s| s.at)
+    }
+
+    /// Cuts the link (`true`) or restores it (`false`), as when a cable is pulled
+    /// or a radio loses its carrier: going down, every packet in the queue or in
+    /// flight is lost, and until the link is restored every packet pushed is
+    /// dropped; all of them count as `down_drops`. Restored, the link starts
+    /// empty with its impairments and random stream where they were.
+    pub fn set_down(&mut self, down: bool) {
+        if down && !self.down {
+            self.counters.down_drops += self.heap.len() as u64;
+            self.heap.clear();
+            self.queued.clear();
+            self.backlog = 0;
+            self.busy_until = None;
+            self.carry = 0;
+            self.fifo_floor = None;
+        }
+        self.down = down;
+    }
+
+    /// Whether the link is down ([`Self::set_down`]).
+    #[must_use]
+    pub fn is_down(&self) -> bool {
+        self.down
     }
 
     /// The counters so far.

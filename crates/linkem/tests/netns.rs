@@ -431,7 +431,7 @@ fn a_chain_of_three_links_with_end_namespaces_routes_end_to_end() {
     // Client to server: 2 × (10 + 20 + 15) ms = 90 ms, with echoes lost on the
     // middle link (so only the ones that came back are timed).
     let count = 30;
-    let rtts = udp_echo_rtts_lossy(&client, &server, "10.77.201.2", count);
+    let rtts = udp_echo_rtts_lossy(&client, &server, "10.77.201.2", None, count);
     eprintln!("client→server RTTs across three links: {rtts:?} ms");
     assert!(
         rtts.len() >= 5 && rtts.len() < count,
@@ -448,7 +448,7 @@ fn a_chain_of_three_links_with_end_namespaces_routes_end_to_end() {
     );
     assert!(sorted[0] >= 87.0, "an echo came back early: {rtts:?}");
     // The first namespace reaches the last one's link address across all links too.
-    let rtts = udp_echo_rtts_lossy(&a, &b, "10.77.2.2", 10);
+    let rtts = udp_echo_rtts_lossy(&a, &b, "10.77.2.2", None, 10);
     assert!(rtts.iter().all(|r| *r >= 87.0), "{rtts:?}");
 
     let status = emu.stop("TERM");
@@ -475,11 +475,13 @@ fn a_chain_of_three_links_with_end_namespaces_routes_end_to_end() {
 }
 
 /// Like [`udp_echo_rtts`], but over a lossy path: a lost echo times out (0.5 s) and is
-/// skipped rather than failing; the round-trip times of the ones that came back.
+/// skipped rather than failing; the round-trip times of the ones that came back. The
+/// client sends from `from` if given (its source address picks a parallel path).
 fn udp_echo_rtts_lossy(
     client_ns: &str,
     server_ns: &str,
     server_addr: &str,
+    from: Option<&str>,
     count: usize,
 ) -> Vec<f64> {
     const PORT: &str = "7778";
@@ -506,9 +508,11 @@ fn udp_echo_rtts_lossy(
         .read_line(&mut line)
         .unwrap();
     assert_eq!(line.trim(), "listening", "echo server did not start");
+    let bind = from.unwrap_or("0.0.0.0");
     let client_code = format!(
         "import socket,time\n\
          s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+         s.bind(('{bind}',0))\n\
          s.settimeout(0.5)\n\
          for i in range({count}):\n\
          \x20   t=time.monotonic()\n\
@@ -601,5 +605,114 @@ fn cleanup_removes_a_kept_chain() {
     for ns in &all {
         assert!(!ns_exists(ns), "--cleanup left {ns}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two parallel paths between the same two namespaces, each with its own delay, loss and
+/// seed: the client's source address picks the path (both talk to B's path-0 address), each
+/// path's statistics count only its own losses, and the control socket cuts path 1 and
+/// restores it while path 0 carries on.
+#[test]
+fn parallel_paths_carry_their_own_impairments_and_go_down_and_up() {
+    require_privileges!();
+    let pid = std::process::id();
+    let ns = vec![format!("lkt-{pid}-pa2"), format!("lkt-{pid}-pb2")];
+    let dir = scratch_dir("parallel");
+    let ctl = dir.join("ctl");
+    let ctl_arg = ctl.to_string_lossy().into_owned();
+    let mut emu = Emulator::start(
+        &dir,
+        ns.clone(),
+        &[
+            "--path",
+            "delay=10ms",
+            "--path",
+            "delay=40ms,loss=20%,seed=7",
+            "--control",
+            &ctl_arg,
+            "--stats-interval",
+            "0",
+        ],
+    );
+    let (a, b) = (&ns[0], &ns[1]);
+    let median = |rtts: &[f64]| {
+        let mut s = rtts.to_vec();
+        s.sort_by(f64::total_cmp);
+        s[s.len() / 2]
+    };
+    // Path 0: 2 × 10 ms, nothing lost.
+    let fast = udp_echo_rtts_lossy(a, b, "10.77.0.2", Some("10.77.0.1"), 10);
+    eprintln!("path 0 RTTs: {fast:?} ms");
+    assert_eq!(fast.len(), 10, "path 0 lost echoes: {fast:?}");
+    assert!((19.0..=26.0).contains(&median(&fast)), "{fast:?}");
+    // Path 1, to the same B address: 2 × 40 ms, with 20 % loss each way.
+    let count = 30;
+    let slow = udp_echo_rtts_lossy(a, b, "10.77.0.2", Some("10.77.1.1"), count);
+    eprintln!("path 1 RTTs: {slow:?} ms");
+    assert!(
+        slow.len() >= 5 && slow.len() < count,
+        "echoes back: {}",
+        slow.len()
+    );
+    assert!((79.0..=90.0).contains(&median(&slow)), "{slow:?}");
+    assert!(
+        slow.iter().all(|r| *r >= 79.0),
+        "an echo came back early: {slow:?}"
+    );
+
+    // Cut path 1: nothing crosses it, path 0 carries on; restored, it carries again.
+    let status = ctcp_linkem::control::send(&ctl, "down 1").unwrap();
+    assert_eq!(status, "ok");
+    assert_eq!(
+        ctcp_linkem::control::send(&ctl, "status").unwrap(),
+        "0 up\n1 down\n"
+    );
+    let cut = udp_echo_rtts_lossy(a, b, "10.77.0.2", Some("10.77.1.1"), 10);
+    assert!(cut.is_empty(), "echoes crossed a cut path: {cut:?}");
+    let fast = udp_echo_rtts_lossy(a, b, "10.77.0.2", Some("10.77.0.1"), 5);
+    assert_eq!(fast.len(), 5, "path 0 suffered from path 1's cut: {fast:?}");
+    assert!(ctcp_linkem::control::send(&ctl, "down 2").is_err());
+    let out = Command::new(BIN)
+        .args(["--control", &ctl_arg, "--ctl", "up 1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+    let back = udp_echo_rtts_lossy(a, b, "10.77.0.2", Some("10.77.1.1"), count);
+    assert!(!back.is_empty(), "path 1 did not come back");
+
+    let status = emu.stop("TERM");
+    assert!(status.success(), "exit {status}: {}", emu.log());
+    assert!(!ctl.exists(), "control socket left behind");
+    for n in &ns {
+        assert!(!ns_exists(n), "{n} left behind");
+    }
+    let stats = final_stats(&dir);
+    assert_eq!(stats.len(), 4, "one final line per direction per path");
+    for line in &stats {
+        let (hop, lost) = (
+            line["hop"].as_u64().unwrap(),
+            line["lost"].as_u64().unwrap(),
+        );
+        let down = line["down_drops"].as_u64().unwrap();
+        eprintln!(
+            "path {hop} {}: {} in, {lost} lost, {down} dropped while down",
+            line["direction"], line["packets_in"]
+        );
+        if hop == 1 {
+            assert!(lost > 0, "the lossy path lost nothing: {line}");
+        } else {
+            assert_eq!((lost, down), (0, 0), "{line}");
+        }
+    }
+    let cut_ab = stats
+        .iter()
+        .find(|l| l["hop"] == 1 && l["direction"] == "a_to_b")
+        .unwrap();
+    assert!(cut_ab["down_drops"].as_u64().unwrap() >= 10, "{cut_ab}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -524,3 +524,45 @@ fn hundred_megabit_with_thousands_in_flight_at_600ms_rtt() {
     let rate = (n - 1) as f64 * 1500.0 * 8.0 / span.as_secs_f64();
     assert!((rate / 1e8 - 1.0).abs() < 0.001, "rate {rate}");
 }
+
+/// A cut link loses what is on it and everything pushed until it is restored; restored,
+/// it carries packets again with the same delay, and the counters account for every packet.
+#[test]
+fn down_loses_everything_in_flight_and_pushed_until_restored() {
+    let t0 = crate::clock::now();
+    let mut l = link(LinkConfig {
+        delay: 50 * MS,
+        rate_bps: Some(10_000_000),
+        ..LinkConfig::default()
+    });
+    for id in 0..10 {
+        l.push(t0 + MS * id as u32, packet(id, 1000));
+    }
+    let early = drain(&mut l, t0 + 30 * MS);
+    assert!(early.is_empty(), "nothing is due before the delay");
+    l.set_down(true);
+    assert!(l.is_down());
+    assert_eq!(l.in_flight(), 0, "the cut loses what was in flight");
+    assert_eq!(l.backlog(t0 + 30 * MS), 0);
+    for id in 10..20 {
+        l.push(t0 + MS * (30 + id as u32), packet(id, 1000));
+    }
+    assert!(drain(&mut l, t0 + Duration::from_secs(1)).is_empty());
+    l.set_down(true); // idempotent: nothing more is counted
+    assert_eq!(l.counters().down_drops, 20);
+
+    l.set_down(false);
+    let back = t0 + Duration::from_secs(2);
+    l.push(back, packet(99, 1000));
+    let out = drain(&mut l, back + Duration::from_secs(1));
+    assert_eq!(out.len(), 1);
+    // 0.8 ms to serialise 1000 bytes at 10 Mbit/s, then the 50 ms delay.
+    assert_eq!(out[0].0 - back, Duration::from_micros(50_800));
+    assert_eq!(id_of(&out[0].1), 99);
+    let c = l.counters();
+    assert_eq!(c.packets_in, 21);
+    assert_eq!(
+        c.packets_in,
+        c.delivered + c.lost + c.queue_drops + c.down_drops
+    );
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Parser;
 use ctcp_linkem::units::{parse_bytes, parse_duration, parse_probability, parse_rate};
-use ctcp_linkem::{ChainConfig, EmulatorConfig, GilbertElliott, JitterDist, LinkConfig};
+use ctcp_linkem::{ChainConfig, EmulatorConfig, GilbertElliott, JitterDist, LinkConfig, Topology};
 
 /// Added to `--seed` for the B→A direction, so the two directions draw
 /// independent streams from one seed.
@@ -48,7 +48,17 @@ CHAINS:
   joined to the ends by plain veth pairs (10.77.200.1 and 10.77.201.2).
   ctcp-linkem --hop delay=300ms,rate=10mbit,loss=1%,seed=7 --hop delay=10ms,rate=50mbit,loss=15%,seed=8
   ip netns exec ctcp-a ping 10.77.1.2   # across both links
-  ctcp-linkem --cleanup   # remove namespaces left by a killed run"
+  ctcp-linkem --cleanup   # remove namespaces left by a killed run
+
+PARALLEL PATHS:
+  Each --path adds one link between --ns-a and --ns-b, side by side, with the same KEY=VALUE
+  items as --hop. Path k joins 10.77.k.1 (in A) and 10.77.k.2 (in B) over linkemK; traffic
+  from 10.77.k.1 leaves A by path k (policy routing), and B answers each A address over its
+  path. With --control PATH, commands on that Unix datagram socket cut a path and restore it
+  (`down K`, `up K`, `status`); --ctl sends one and prints the reply.
+  ctcp-linkem --path delay=300ms,rate=10mbit,loss=1% --path delay=30ms,rate=5mbit,loss=5% --control /tmp/lk.ctl
+  ip netns exec ctcp-a curl --interface 10.77.1.1 http://10.77.0.2:8000/   # over path 1
+  ctcp-linkem --control /tmp/lk.ctl --ctl 'down 1'"
 )]
 pub(crate) struct Cli {
     #[command(flatten)]
@@ -62,8 +72,20 @@ pub(crate) struct Cli {
     /// One link of a chain (repeat for each, in order from --ns-a): KEY=VALUE[,...] over
     /// the link flags, both directions, e.g. delay=300ms,rate=10mbit,loss=1%,seed=7; a hop
     /// without seed= uses --seed plus its index. Without --hop: one link, the flags alone.
-    #[arg(long, value_name = "KEY=VALUE,...")]
+    #[arg(long, value_name = "KEY=VALUE,...", conflicts_with = "path")]
     hop: Vec<String>,
+    /// One of several parallel paths between --ns-a and --ns-b (repeat for each):
+    /// KEY=VALUE[,...] as for --hop; a path without seed= uses --seed plus its index.
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    path: Vec<String>,
+    /// Answer run-time commands (`down K`, `up K`, `status`) on a Unix datagram
+    /// socket at this path.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) control: Option<PathBuf>,
+    /// Send this command to the running emulator's --control socket, print the reply
+    /// and exit.
+    #[arg(long, value_name = "COMMAND", requires = "control")]
+    pub(crate) ctl: Option<String>,
     /// Prefix of the middle namespaces of a chain (PREFIX1, PREFIX2, ...).
     #[arg(long, default_value = "ctcp-m")]
     pub(crate) mid_prefix: String,
@@ -276,32 +298,44 @@ impl Cli {
         let mut chain = ChainConfig::from(&one);
         chain.client_ns = self.client_ns.clone();
         chain.server_ns = self.server_ns.clone();
+        if !self.path.is_empty() {
+            chain.topology = Topology::Parallel;
+            chain.hops = self.links(&self.path, "--path")?;
+            return Ok(chain);
+        }
         if self.hop.is_empty() {
             return Ok(chain);
         }
         let k = self.hop.len();
-        chain.hops.clear();
-        for (i, spec) in self.hop.iter().enumerate() {
-            let mut ab = Spec::from_args(&self.link);
-            ab.link.seed = self.link.seed.wrapping_add(i as u64);
-            ab.apply(std::slice::from_ref(spec))
-                .with_context(|| format!("--hop {}", i + 1))?;
-            let mut ba = ab.clone();
-            ba.link.seed = ab.link.seed.wrapping_add(B_TO_A_SEED_OFFSET);
-            ab.apply(&self.a_to_b).context("--a-to-b")?;
-            ba.apply(&self.b_to_a).context("--b-to-a")?;
-            chain.hops.push((
-                ab.resolve()
-                    .with_context(|| format!("--hop {}: A to B", i + 1))?,
-                ba.resolve()
-                    .with_context(|| format!("--hop {}: B to A", i + 1))?,
-            ));
-        }
+        chain.hops = self.links(&self.hop, "--hop")?;
         chain.namespaces = std::iter::once(self.ns_a.clone())
             .chain((1..k).map(|j| format!("{}{j}", self.mid_prefix)))
             .chain(std::iter::once(self.ns_b.clone()))
             .collect();
         Ok(chain)
+    }
+
+    /// Both directions of each link given by `specs` (`--hop` or `--path` items over
+    /// the link flags; a link without `seed=` uses `--seed` plus its index).
+    fn links(&self, specs: &[String], flag: &str) -> anyhow::Result<Vec<(LinkConfig, LinkConfig)>> {
+        let mut links = Vec::new();
+        for (i, spec) in specs.iter().enumerate() {
+            let mut ab = Spec::from_args(&self.link);
+            ab.link.seed = self.link.seed.wrapping_add(i as u64);
+            ab.apply(std::slice::from_ref(spec))
+                .with_context(|| format!("{flag} {}", i + 1))?;
+            let mut ba = ab.clone();
+            ba.link.seed = ab.link.seed.wrapping_add(B_TO_A_SEED_OFFSET);
+            ab.apply(&self.a_to_b).context("--a-to-b")?;
+            ba.apply(&self.b_to_a).context("--b-to-a")?;
+            links.push((
+                ab.resolve()
+                    .with_context(|| format!("{flag} {}: A to B", i + 1))?,
+                ba.resolve()
+                    .with_context(|| format!("{flag} {}: B to A", i + 1))?,
+            ));
+        }
+        Ok(links)
     }
 
     /// The emulator configuration the flags describe.
@@ -466,6 +500,34 @@ mod tests {
         assert_eq!(one.hops[0].0.delay, Duration::from_millis(5));
         assert!(chain(&["--hop", "bogus=1"]).is_err());
         assert!(chain(&["--hop", "loss=2"]).is_err());
+    }
+
+    #[test]
+    fn paths_join_the_two_namespaces_side_by_side() {
+        let c = chain(&[
+            "--path",
+            "delay=300ms,rate=10mbit,loss=1%",
+            "--path",
+            "delay=30ms,rate=5mbit,loss=5%,seed=9",
+            "--b-to-a",
+            "queue=50k",
+        ])
+        .unwrap();
+        assert_eq!(c.topology, Topology::Parallel);
+        assert_eq!(c.namespaces, ["ctcp-a", "ctcp-b"]);
+        assert_eq!(c.hops.len(), 2);
+        let (ab0, ba0) = &c.hops[0];
+        assert_eq!(ab0.delay, Duration::from_millis(300));
+        assert_eq!(ab0.seed, 1, "--seed 1 plus the path's index");
+        assert_eq!(ba0.queue_bytes, 50_000);
+        assert_eq!(ab0.queue_bytes, 125_000);
+        let (ab1, ba1) = &c.hops[1];
+        assert_eq!(ab1.rate_bps, Some(5_000_000));
+        assert!((ba1.loss - 0.05).abs() < 1e-12);
+        assert_eq!(ab1.seed, 9);
+        assert_ne!(ba1.seed, ab1.seed);
+        assert!(chain(&["--path", "delay=1ms", "--hop", "delay=1ms"]).is_err());
+        assert!(chain(&["--path", "loss=2"]).is_err());
     }
 
     #[test]

@@ -41,6 +41,15 @@ async fn run() -> anyhow::Result<()> {
         }
         return Ok(());
     }
+    if let (Some(socket), Some(command)) = (&cli.control, &cli.ctl) {
+        let reply = ctcp_linkem::control::send(socket, command)
+            .with_context(|| format!("control socket {}", socket.display()))?;
+        print!("{reply}");
+        if !reply.ends_with('\n') {
+            println!();
+        }
+        return Ok(());
+    }
     let config = cli.chain_config()?;
     // Installed before anything is created, so SIGINT/SIGTERM at any point
     // after this leads to a clean teardown rather than the default exit.
@@ -67,7 +76,9 @@ async fn run() -> anyhow::Result<()> {
             sink,
             interval: Some(cli.stats_interval),
         };
-        emulator.run(shutdown, stats).await?;
+        emulator
+            .run_controlled(shutdown, stats, cli.control.as_deref())
+            .await?;
         anyhow::Ok(())
     }
     .await;
