@@ -17,6 +17,18 @@
 //! cargo run --release -p ctcp-benches --bin netbench -- --tandem --plots      # ≈ 20 min
 //! ```
 //!
+//! `--multipath` (issue 29) runs [`ctcp_benches::netbench::multipath`]: two parallel
+//! `ctcp-linkem --path` links between the same namespaces (10 Mbit/s / 600 ms / 1 % and
+//! 5 Mbit/s / 60 ms / 5 %; a failover cell cutting path `--failover-path` (default 0) for
+//! 20 s mid-transfer; and two 10 Mbit/s / 100 ms / 20 % paths), a 40 MB download per
+//! system: ctcp over both paths (`ctcp-mp`, run when this build's ctcp-forward accepts
+//! the multipath `paths` configuration: a `--check-config` probe of the built-in one or
+//! of `--mp-config FILE`; `--ctcp-multipath` runs it without probing), ctcp and kernel
+//! BBR/Cubic over each path alone, kernel MPTCP (`mptcpize run curl`, Debian's `mptcpize`
+//! package) with Cubic or BBR subflows, and the sum of the paths' capacities. Filters:
+//! `--mp-cells aggregate,failover,lossy`, `--mp-systems ctcp-mp,mptcp-cubic,...`, `--size`.
+//! Rows go to `benches/results/netbench-multipath.json`.
+//!
 //! `--chain-delay` (issue 28) runs the same two paths with a stream of timestamped
 //! 1000-byte records from the server's namespace at `--delay-rate-mbit` (default 5, half
 //! the satellite) for `--delay-secs` (default 30) through `ctcp-e2e` and `ctcp-relay`,
@@ -118,7 +130,7 @@ use ctcp_benches::netbench::link::JitterDist;
 use ctcp_benches::netbench::plan::{self, Mode};
 use ctcp_benches::netbench::run::{fairness_size, run_plan, Ctx, Out, WorkDir};
 use ctcp_benches::netbench::workload::Bins;
-use ctcp_benches::netbench::{chain, plots, procs, report, tandem, validate};
+use ctcp_benches::netbench::{chain, multipath, plots, procs, report, tandem, validate};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -128,6 +140,7 @@ enum Action {
     Chain,
     ChainDelay,
     Tandem,
+    Multipath,
     Validate,
     PlotsOnly,
 }
@@ -146,6 +159,11 @@ struct Args {
     tandem_secs: u64,
     delay_rate_mbit: f64,
     delay_secs: u64,
+    mp_cells: Vec<String>,
+    mp_systems: Vec<String>,
+    failover_path: usize,
+    mp_config: Option<PathBuf>,
+    ctcp_multipath: bool,
 }
 
 fn parse_args() -> Result<Args> {
@@ -167,6 +185,11 @@ fn parse_args() -> Result<Args> {
         tandem_secs: 16,
         delay_rate_mbit: 5.0,
         delay_secs: 30,
+        mp_cells: multipath::CELLS.map(String::from).to_vec(),
+        mp_systems: multipath::SYSTEMS.map(String::from).to_vec(),
+        failover_path: 0,
+        mp_config: None,
+        ctcp_multipath: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -181,6 +204,47 @@ fn parse_args() -> Result<Args> {
             "--chain" => a.action = Action::Chain,
             "--tandem" => a.action = Action::Tandem,
             "--chain-delay" => a.action = Action::ChainDelay,
+            "--multipath" => a.action = Action::Multipath,
+            "--mp-cells" => {
+                let v = it.next().context("--mp-cells needs a list")?;
+                a.mp_cells = v.split(',').map(String::from).collect();
+                if let Some(bad) = a
+                    .mp_cells
+                    .iter()
+                    .find(|c| !multipath::CELLS.contains(&c.as_str()))
+                {
+                    bail!(
+                        "unknown multipath cell {bad} ({})",
+                        multipath::CELLS.join(", ")
+                    );
+                }
+            }
+            "--mp-systems" => {
+                let v = it.next().context("--mp-systems needs a list")?;
+                a.mp_systems = v.split(',').map(String::from).collect();
+                if let Some(bad) = a
+                    .mp_systems
+                    .iter()
+                    .find(|s| !multipath::SYSTEMS.contains(&s.as_str()))
+                {
+                    bail!(
+                        "unknown multipath system {bad} ({})",
+                        multipath::SYSTEMS.join(", ")
+                    );
+                }
+            }
+            "--failover-path" => {
+                let v = it.next().context("--failover-path needs 0 or 1")?;
+                a.failover_path = match v.as_str() {
+                    "0" => 0,
+                    "1" => 1,
+                    _ => bail!("--failover-path needs 0 or 1"),
+                };
+            }
+            "--mp-config" => {
+                a.mp_config = Some(it.next().context("--mp-config needs a file")?.into())
+            }
+            "--ctcp-multipath" => a.ctcp_multipath = true,
             "--delay-rate-mbit" => {
                 let v = it.next().context("--delay-rate-mbit needs Mbit/s")?;
                 a.delay_rate_mbit = v.parse().context("--delay-rate-mbit needs Mbit/s")?;
@@ -279,7 +343,7 @@ fn parse_args() -> Result<Args> {
             }
             "-h" | "--help" => {
                 println!(
-                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--chain|--chain-delay|--tandem|--validate|--plots-only [--out FILE] [--repeats N] [--chain-systems ctcp-e2e,ctcp-relay,bbr,cubic] [--tandem-flows 1,2,3,4] [--tandem-systems tcp-cubic,tcp-reno,ctcp-single,ctcp-cascade] [--tandem-secs S] [--delay-rate-mbit M] [--delay-secs S] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic] [--fairness-reference cubic|reno|bbr]"
+                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--chain|--chain-delay|--tandem|--multipath|--validate|--plots-only [--out FILE] [--mp-cells aggregate,failover,lossy] [--mp-systems ctcp-mp,ctcp-p0,...] [--failover-path 0|1] [--mp-config FILE] [--ctcp-multipath] [--repeats N] [--chain-systems ctcp-e2e,ctcp-relay,bbr,cubic] [--tandem-flows 1,2,3,4] [--tandem-systems tcp-cubic,tcp-reno,ctcp-single,ctcp-cascade] [--tandem-secs S] [--delay-rate-mbit M] [--delay-secs S] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic] [--fairness-reference cubic|reno|bbr]"
                 );
                 std::process::exit(0);
             }
@@ -369,6 +433,11 @@ fn validate_mode(out: Option<PathBuf>) -> Result<()> {
 /// Fails with the names of the programs the plan runs that are not on `PATH`. Why: a
 /// fresh machine without rsync failed a whole sweep with "rsync daemon not ready after
 /// 15s", minutes in and after building everything.
+fn on_path(tool: &str) -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).any(|dir| dir.join(tool).is_file())
+}
+
 fn check_tools(plan: &plan::Plan) -> Result<()> {
     let rsync = plan
         .cells
@@ -541,6 +610,54 @@ fn tandem_mode(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// `--multipath`: two parallel paths, ctcp against single paths and kernel MPTCP.
+fn multipath_mode(args: &Args) -> Result<()> {
+    let bins = Bins::locate()?;
+    let work = WorkDir::create()?;
+    let out_path = args
+        .out
+        .clone()
+        .unwrap_or_else(|| results_dir().join("netbench-multipath.json"));
+    let mut out = Out::create(&out_path)?;
+    let config_text = match &args.mp_config {
+        Some(p) => {
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?
+        }
+        None => multipath::MP_FORWARD_CONFIG.to_owned(),
+    };
+    let support = if args.ctcp_multipath {
+        let p = work.path.join("mp-forward.toml");
+        std::fs::write(&p, &config_text)?;
+        multipath::MpSupport::Available(p)
+    } else {
+        multipath::probe_multipath(&bins, &work.path, &config_text)?
+    };
+    if let multipath::MpSupport::Unavailable(why) = &support {
+        eprintln!("netbench: ctcp-mp {why}");
+    }
+    let mut cells = multipath::cells(args.failover_path);
+    cells.retain(|c| args.mp_cells.iter().any(|n| n == c.name));
+    if let Some(size) = args.filter.size {
+        for c in &mut cells {
+            c.size = size;
+        }
+    }
+    let plan = multipath::MpPlan {
+        cells,
+        systems: args.mp_systems.clone(),
+        support,
+    };
+    let start = ctcp_runtime::clock::now();
+    let rows = multipath::run(&bins, &work.path, &work.www, &mut out, &plan)?;
+    println!(
+        "\n## netbench --multipath ({:.0} s)\n\nGoodput Mbit/s (efficiency against the sum of the paths' capacities); T = timed out, ! = not byte-exact\n{}",
+        start.elapsed().as_secs_f64(),
+        multipath::markdown(&rows)
+    );
+    println!("wrote {}", out.path.display());
+    Ok(())
+}
+
 /// `--smoke` passes only if every ctcp transfer arrived byte-exact.
 fn smoke_check(rows: &[Value]) -> Result<()> {
     let ctcp: Vec<&Value> = rows.iter().filter(|r| r["system"] == "ctcp").collect();
@@ -560,6 +677,11 @@ fn main() -> Result<()> {
         // Before touching the host's settings.
         check_tools(&args.filter.apply(plan::plan(mode, args.with_30)))?;
     }
+    if let Action::Multipath = args.action {
+        if args.mp_systems.iter().any(|s| s.starts_with("mptcp")) && !on_path("mptcpize") {
+            bail!("mptcpize is not on PATH (`apt-get install mptcpize`), or leave out the mptcp systems (--mp-systems)");
+        }
+    }
     procs::install_interrupt_handler()?;
     procs::allow_congestion_controls(&["reno", "cubic", "bbr"])?;
     let r = match args.action {
@@ -567,6 +689,7 @@ fn main() -> Result<()> {
         Action::Chain => chain_mode(&args),
         Action::Tandem => tandem_mode(&args),
         Action::ChainDelay => chain_delay_mode(&args),
+        Action::Multipath => multipath_mode(&args),
         Action::Run(mode) => run_mode(mode, &args),
         Action::PlotsOnly => Ok(()),
     };

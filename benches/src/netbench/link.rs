@@ -147,6 +147,39 @@ impl LinkSpec {
         (self.rtt_ms * 500).saturating_sub(half_spread)
     }
 
+    /// linkem's `--path` (or `--hop`) value: this link's delay, rate, queue, loss and
+    /// seed as `KEY=VALUE` items, both directions alike.
+    ///
+    /// # Errors
+    /// Jitter, reordering or a return path, which the items here do not carry.
+    pub fn path_arg(&self) -> Result<String> {
+        if self.jitter.is_some() || self.reorder.is_some() || self.return_path.is_some() {
+            bail!("a parallel path takes delay, rate, queue, loss and seed only");
+        }
+        let mut a = format!(
+            "delay={}us,queue={},seed={}",
+            self.one_way_delay_us(),
+            self.queue_bytes,
+            self.seed
+        );
+        if let Some(r) = self.rate_bps {
+            a.push_str(&format!(",rate={r}bit"));
+        }
+        match self.loss {
+            LossModel::None => {}
+            LossModel::Bernoulli(p) => a.push_str(&format!(",loss={p}")),
+            LossModel::Gilbert { mean, burst } => {
+                a.push_str(&format!(",ge-loss={mean},ge-burst={burst}"));
+            }
+        }
+        Ok(a)
+    }
+
+    /// What the link carries at most: `rate × (1 − mean loss)` in bit/s (0 if unlimited).
+    pub fn capacity_bps(&self) -> f64 {
+        self.rate_bps.unwrap_or(0) as f64 * (1.0 - self.loss.mean())
+    }
+
     fn args(&self) -> Vec<String> {
         let mut a = vec![
             "--delay".to_owned(),
@@ -230,13 +263,19 @@ pub const STATS_INTERVAL: Duration = Duration::from_millis(200);
 
 static LINK_SEQ: AtomicU32 = AtomicU32::new(0);
 
-/// A running emulated link; dropping it kills what runs in its namespaces and takes it down.
+/// A running emulated link (or parallel paths between the same two namespaces,
+/// [`Link::start_paths`]); dropping it kills what runs in its namespaces and takes it down.
 pub struct Link {
     child: Option<Child>,
     entry: LinkEntry,
     stats: PathBuf,
-    /// Its settings.
+    /// Its settings (path 0's for parallel paths).
     pub spec: LinkSpec,
+    /// Every path's settings, path `k` from `10.77.k.1` to `10.77.k.2` (just `spec`
+    /// for a single link).
+    pub paths: Vec<LinkSpec>,
+    /// linkem's control socket (parallel paths only).
+    control: Option<PathBuf>,
 }
 
 impl Link {
@@ -245,6 +284,22 @@ impl Link {
     /// # Errors
     /// If linkem fails to start or to come up within 15 s.
     pub fn start(bin: &Path, dir: &Path, spec: &LinkSpec) -> Result<Self> {
+        Self::launch(bin, dir, spec, &[])
+    }
+
+    /// Starts `ctcp-linkem` with one parallel path per spec between namespaces A and B
+    /// (`--path`; path `k` joins [`path_addr_a`]`(k)` to [`path_addr_b`]`(k)`, A's source
+    /// address picking the path), with a control socket to cut and restore paths
+    /// ([`Self::set_path_down`]). Both namespaces get path 0's TCP buffers.
+    ///
+    /// # Errors
+    /// As [`Self::start`], or a spec a path cannot carry ([`LinkSpec::path_arg`]).
+    pub fn start_paths(bin: &Path, dir: &Path, specs: &[LinkSpec]) -> Result<Self> {
+        let first = specs.first().context("no paths")?;
+        Self::launch(bin, dir, first, specs)
+    }
+
+    fn launch(bin: &Path, dir: &Path, spec: &LinkSpec, paths: &[LinkSpec]) -> Result<Self> {
         let n = LINK_SEQ.fetch_add(1, Ordering::SeqCst);
         let id = std::process::id();
         let (ns_a, ns_b) = (format!("nb-a-{id}-{n}"), format!("nb-b-{id}-{n}"));
@@ -252,9 +307,19 @@ impl Link {
         let ready = dir.join(format!("linkem-{n}.ready"));
         let log = std::fs::File::create(dir.join(format!("linkem-{n}.log")))?;
         let mut cmd = Command::new(bin);
-        cmd.args(["--ns-a", &ns_a, "--ns-b", &ns_b])
-            .args(spec.args())
-            .arg("--stats-interval")
+        cmd.args(["--ns-a", &ns_a, "--ns-b", &ns_b]);
+        let control = if paths.is_empty() {
+            cmd.args(spec.args());
+            None
+        } else {
+            for p in paths {
+                cmd.args(["--path", &p.path_arg()?]);
+            }
+            let control = dir.join(format!("linkem-{n}.ctl"));
+            cmd.arg("--control").arg(&control);
+            Some(control)
+        };
+        cmd.arg("--stats-interval")
             .arg(format!("{}ms", STATS_INTERVAL.as_millis()))
             .arg("--stats-file")
             .arg(&stats)
@@ -280,6 +345,12 @@ impl Link {
             entry,
             stats,
             spec: spec.clone(),
+            paths: if paths.is_empty() {
+                vec![spec.clone()]
+            } else {
+                paths.to_vec()
+            },
+            control,
         };
         link.wait_ready(&ready)?;
         link.tune()?;
@@ -358,18 +429,50 @@ impl Link {
         )
     }
 
-    /// The latest counters linkem wrote.
+    /// Cuts parallel path `k` (both directions; what is on it is lost) or restores it,
+    /// through linkem's control socket.
+    ///
+    /// # Errors
+    /// Not a parallel-path link, or linkem refuses or does not answer.
+    pub fn set_path_down(&self, k: usize, down: bool) -> Result<()> {
+        let control = self.control.as_ref().context("not a parallel-path link")?;
+        let cmd = format!("{} {k}", if down { "down" } else { "up" });
+        ctcp_linkem::control::send(control, &cmd)
+            .with_context(|| format!("linkem control: {cmd}"))
+            .map(drop)
+    }
+
+    /// Every statistics line linkem wrote so far, parsed (for per-path time series).
+    ///
+    /// # Errors
+    /// If the statistics file cannot be read.
+    pub fn stats_lines(&self) -> Result<Vec<Value>> {
+        let text = std::fs::read_to_string(&self.stats)
+            .with_context(|| format!("reading {}", self.stats.display()))?;
+        Ok(text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .collect())
+    }
+
+    /// The latest counters linkem wrote (path 0's for parallel paths).
     ///
     /// # Errors
     /// If the statistics file cannot be read.
     pub fn snapshot(&self) -> Result<Snapshot> {
-        let text = std::fs::read_to_string(&self.stats)
-            .with_context(|| format!("reading {}", self.stats.display()))?;
+        self.path_snapshot(0)
+    }
+
+    /// The latest counters linkem wrote for link (or path) `k`.
+    ///
+    /// # Errors
+    /// If the statistics file cannot be read.
+    pub fn path_snapshot(&self, k: usize) -> Result<Snapshot> {
         let mut s = Snapshot::default();
-        for line in text.lines() {
-            let Ok(v) = serde_json::from_str::<Value>(line) else {
+        for v in self.stats_lines()? {
+            if v.get("hop").and_then(Value::as_u64) != Some(k as u64) {
                 continue;
-            };
+            }
             match v.get("direction").and_then(Value::as_str) {
                 Some("a_to_b") => s.a_to_b = Counters::from_json(&v),
                 Some("b_to_a") => s.b_to_a = Counters::from_json(&v),
@@ -440,6 +543,16 @@ impl Drop for Link {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// Address of parallel path `k`'s end in namespace A (path 0: [`ADDR_A`]).
+pub fn path_addr_a(k: usize) -> String {
+    format!("10.77.{k}.1")
+}
+
+/// Address of parallel path `k`'s end in namespace B (path 0: [`ADDR_B`]).
+pub fn path_addr_b(k: usize) -> String {
+    format!("10.77.{k}.2")
 }
 
 /// Waits until `ctcp-linkem` (`child`) writes its ready file, failing if it exits first

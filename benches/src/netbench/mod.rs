@@ -11,10 +11,13 @@
 //! - [`report`], [`plots`]: the markdown table and the PNGs;
 //! - [`validate`]: checks of the emulator's delay, loss and rate;
 //! - [`chain`]: `--chain`, a satellite + radio path through a relay (issue 28);
-//! - [`tandem`]: `--tandem`, seed 003's tandem of two lossy segments, 1 to 4 flows.
+//! - [`tandem`]: `--tandem`, seed 003's tandem of two lossy segments, 1 to 4 flows;
+//! - [`multipath`]: `--multipath`, two parallel paths against single paths and kernel MPTCP
+//!   (issue 29).
 
 pub mod chain;
 pub mod link;
+pub mod multipath;
 pub mod plan;
 pub mod plots;
 pub mod procs;

@@ -14,15 +14,15 @@ pub fn read_rows(text: &str) -> anyhow::Result<Vec<Value>> {
         .collect()
 }
 
-fn f(v: &Value, k: &str) -> f64 {
+pub(crate) fn f(v: &Value, k: &str) -> f64 {
     v.get(k).and_then(Value::as_f64).unwrap_or(0.0)
 }
 
-fn s<'a>(v: &'a Value, k: &str) -> &'a str {
+pub(crate) fn s<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
 }
 
-fn b(v: &Value, k: &str) -> bool {
+pub(crate) fn b(v: &Value, k: &str) -> bool {
     v.get(k).and_then(Value::as_bool).unwrap_or(false)
 }
 
@@ -59,7 +59,7 @@ fn cell_key(v: &Value) -> String {
     k
 }
 
-fn entry(v: &Value) -> String {
+pub(crate) fn entry(v: &Value) -> String {
     let mut e = format!(
         "{:.2} ({:.2})",
         f(v, "goodput_bps") / 1e6,
@@ -113,7 +113,7 @@ pub fn markdown(rows: &[Value]) -> String {
     out
 }
 
-fn opt(v: &Value, k: &str, scale: f64, digits: usize) -> String {
+pub(crate) fn opt(v: &Value, k: &str, scale: f64, digits: usize) -> String {
     v.get(k)
         .and_then(Value::as_f64)
         .map_or_else(|| "–".into(), |x| format!("{:.digits$}", x / scale))

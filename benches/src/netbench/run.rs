@@ -318,7 +318,7 @@ fn link_fields(spec: &LinkSpec) -> Value {
 
 /// The steady-state fields of a sampled transfer: per-second goodput series and the
 /// goodput from `from` s after curl started to the transfer's end (or cut-off).
-fn steady_fields(spec: &LinkSpec, t: &Transfer, samples: &[u64], from: u64) -> Value {
+pub(crate) fn steady_fields(spec: &LinkSpec, t: &Transfer, samples: &[u64], from: u64) -> Value {
     let series: Vec<f64> = std::iter::once(0)
         .chain(samples.iter().copied())
         .collect::<Vec<u64>>()

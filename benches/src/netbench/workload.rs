@@ -225,12 +225,43 @@ pub struct CtcpPair {
     reverse: Proc,
 }
 
+/// Where a [`CtcpPair`] listens and what its forward is told.
+#[derive(Clone, Debug)]
+pub struct PairOptions {
+    /// ctcp-reverse's UDP listen address.
+    pub reverse_listen: String,
+    /// ctcp-forward's `--peer`.
+    pub peer: String,
+    /// A configuration file for ctcp-forward (`--config`), e.g. its multipath `paths`.
+    pub forward_config: Option<PathBuf>,
+}
+
+impl Default for PairOptions {
+    /// Both on the link's addresses: the reverse on [`ADDR_B`]:[`CTCP_PORT`], no config.
+    fn default() -> Self {
+        let at = format!("{ADDR_B}:{CTCP_PORT}");
+        Self {
+            reverse_listen: at.clone(),
+            peer: at,
+            forward_config: None,
+        }
+    }
+}
+
 impl CtcpPair {
     /// Starts both proxies with a fresh key and waits until a download through them works.
     ///
     /// # Errors
     /// If a proxy fails to start or the pair does not carry a request within 60 s.
     pub fn start(link: &Link, bins: &Bins, work: &Path) -> Result<Self> {
+        Self::start_with(link, bins, work, &PairOptions::default())
+    }
+
+    /// Like [`Self::start`], with the addresses and forward configuration of `opts`.
+    ///
+    /// # Errors
+    /// As [`Self::start`].
+    pub fn start_with(link: &Link, bins: &Bins, work: &Path, opts: &PairOptions) -> Result<Self> {
         let key = work.join("psk.hex");
         let mut raw = [0u8; 32];
         fill_block(u64::from(std::process::id()), &mut raw);
@@ -240,7 +271,7 @@ impl CtcpPair {
         let reverse = Proc::spawn(
             "ctcp-reverse",
             in_ns(link.ns_b(), &bins.reverse.to_string_lossy())
-                .args(["--listen", &format!("{ADDR_B}:{CTCP_PORT}"), "--psk-file"])
+                .args(["--listen", &opts.reverse_listen, "--psk-file"])
                 .arg(&key)
                 .args(proxy_log_args())
                 .stdin(Stdio::null())
@@ -248,14 +279,18 @@ impl CtcpPair {
                 .stderr(log),
         )?;
         let log = std::fs::File::create(work.join("ctcp-forward.log"))?;
+        let mut forward = in_ns(link.ns_a(), &bins.forward.to_string_lossy());
+        if let Some(config) = &opts.forward_config {
+            forward.arg("--config").arg(config);
+        }
         let forward = Proc::spawn(
             "ctcp-forward",
-            in_ns(link.ns_a(), &bins.forward.to_string_lossy())
+            forward
                 .args([
                     "--listen",
                     SOCKS,
                     "--peer",
-                    &format!("{ADDR_B}:{CTCP_PORT}"),
+                    &opts.peer,
                     // The long-RTT setting README recommends: the SOCKS reply does not
                     // wait a round trip for the target's connect result.
                     "--fast-open",
@@ -324,24 +359,61 @@ pub struct Transfer {
     pub first_byte_secs: Option<f64>,
 }
 
-/// A curl download of `file` into `dest` in namespace A (through ctcp's SOCKS port if
-/// `via_ctcp`), stopping after `max_secs`; the caller adds output options.
-fn curl_command(
-    link: &Link,
-    file: &DataFile,
-    via_ctcp: bool,
-    dest: &Path,
-    max_secs: f64,
-) -> Command {
+/// How curl in namespace A reaches the origin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via<'a> {
+    /// Kernel TCP, the source address the routing picks.
+    Direct,
+    /// Through ctcp's SOCKS port ([`SOCKS`]).
+    Socks,
+    /// Kernel TCP from this source address (`curl --interface`; on parallel paths it
+    /// picks the path).
+    From(&'a str),
+    /// Kernel MPTCP (`mptcpize run curl`) to the origin on `port` (an MPTCP listener).
+    Mptcp {
+        /// The MPTCP origin's port in namespace B.
+        port: u16,
+    },
+}
+
+impl Via<'_> {
+    fn from_flag(via_ctcp: bool) -> Self {
+        if via_ctcp {
+            Self::Socks
+        } else {
+            Self::Direct
+        }
+    }
+}
+
+/// A curl download of `file` into `dest` in namespace A (reaching the origin `via`),
+/// stopping after `max_secs`; the caller adds output options.
+fn curl_command(link: &Link, file: &DataFile, via: Via<'_>, dest: &Path, max_secs: f64) -> Command {
     let _ = std::fs::remove_file(dest);
-    let mut c = in_ns(link.ns_a(), "curl");
+    let mut c = match via {
+        Via::Mptcp { .. } => {
+            let mut c = in_ns(link.ns_a(), "mptcpize");
+            c.args(["run", "curl"]);
+            c
+        }
+        _ => in_ns(link.ns_a(), "curl"),
+    };
     c.args(["-s", "-o"])
         .arg(dest)
         .args(["--max-time", &format!("{max_secs:.1}")]);
-    if via_ctcp {
-        c.args(["--socks5-hostname", SOCKS]);
-    }
-    c.arg(format!("http://{ADDR_B}:{HTTP_PORT}/{}", file.name))
+    let port = match via {
+        Via::Socks => {
+            c.args(["--socks5-hostname", SOCKS]);
+            HTTP_PORT
+        }
+        Via::From(addr) => {
+            c.args(["--interface", addr]);
+            HTTP_PORT
+        }
+        Via::Mptcp { port } => port,
+        Via::Direct => HTTP_PORT,
+    };
+    c.arg(format!("http://{ADDR_B}:{port}/{}", file.name))
         .stdin(Stdio::null());
     c
 }
@@ -357,7 +429,7 @@ pub fn curl(
     dest: &Path,
     timeout: Duration,
 ) -> Result<Transfer> {
-    curl_run(link, file, via_ctcp, dest, timeout, None)
+    curl_run(link, file, Via::from_flag(via_ctcp), dest, timeout, None)
 }
 
 /// Like [`curl`], and also the bytes received at every whole second since curl started:
@@ -372,20 +444,50 @@ pub fn curl_sampled(
     dest: &Path,
     timeout: Duration,
 ) -> Result<(Transfer, Vec<u64>)> {
+    curl_watched(
+        link,
+        file,
+        Via::from_flag(via_ctcp),
+        dest,
+        timeout,
+        &mut |_, _| Ok(()),
+    )
+}
+
+/// Like [`curl_sampled`], reaching the origin `via`, and calling `watch(elapsed, bytes)`
+/// every 10 ms while curl runs (bytes: the size of `dest` so far), e.g. to cut a path
+/// mid-transfer or time the longest stall.
+///
+/// # Errors
+/// As [`curl`], or an error `watch` returns (curl is then killed).
+pub fn curl_watched(
+    link: &Link,
+    file: &DataFile,
+    via: Via<'_>,
+    dest: &Path,
+    timeout: Duration,
+    watch: &mut dyn FnMut(Duration, u64) -> Result<()>,
+) -> Result<(Transfer, Vec<u64>)> {
     let mut samples = Vec::new();
-    let t = curl_run(link, file, via_ctcp, dest, timeout, Some(&mut samples))?;
+    let t = curl_run(link, file, via, dest, timeout, Some((&mut samples, watch)))?;
     Ok((t, samples))
 }
+
+/// Per-second sizes of the destination and a callback every poll (see [`curl_watched`]).
+type Watch<'a> = (
+    &'a mut Vec<u64>,
+    &'a mut dyn FnMut(Duration, u64) -> Result<()>,
+);
 
 fn curl_run(
     link: &Link,
     file: &DataFile,
-    via_ctcp: bool,
+    via: Via<'_>,
     dest: &Path,
     timeout: Duration,
-    samples: Option<&mut Vec<u64>>,
+    watch: Option<Watch<'_>>,
 ) -> Result<Transfer> {
-    let mut c = curl_command(link, file, via_ctcp, dest, timeout.as_secs_f64());
+    let mut c = curl_command(link, file, via, dest, timeout.as_secs_f64());
     c.args([
         "-w",
         "%{speed_download} %{size_download} %{time_total} %{time_starttransfer}",
@@ -394,13 +496,15 @@ fn curl_run(
     let start = ctcp_runtime::clock::now();
     let mut p = Proc::spawn("curl", &mut c)?;
     let mut limit = timeout + Duration::from_secs(15);
-    if let Some(samples) = samples {
+    if let Some((samples, on_poll)) = watch {
         // curl's `-w` line is short, so its pipe cannot fill while we poll.
         while p.try_wait()?.is_none() && start.elapsed() < limit {
+            let (elapsed, len) = (start.elapsed(), file_len(dest));
             let due = Duration::from_secs(samples.len() as u64 + 1);
-            if start.elapsed() >= due {
-                samples.push(file_len(dest));
+            if elapsed >= due {
+                samples.push(len);
             }
+            on_poll(elapsed, len)?;
             std::thread::sleep(Duration::from_millis(10));
         }
         limit = limit.saturating_sub(start.elapsed());
@@ -519,7 +623,7 @@ pub fn curl_background(
     dest: &Path,
     secs: u64,
 ) -> Result<Proc> {
-    let mut c = curl_command(link, file, via_ctcp, dest, secs as f64);
+    let mut c = curl_command(link, file, Via::from_flag(via_ctcp), dest, secs as f64);
     if let Some(addr) = from {
         c.args(["--interface", addr]);
     }

@@ -888,6 +888,7 @@ impl Segment {
                 backlog_bytes: link.backlog(now),
                 late_mean_us: late.mean_us(),
                 late_max_us: late.max_us(),
+                down: link.is_down(),
                 last,
             })?;
             *late = Lateness::default();

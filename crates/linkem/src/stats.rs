@@ -38,6 +38,8 @@ pub struct StatsLine<'a> {
     pub late_mean_us: f64,
     /// Largest such lateness since the previous line, in µs.
     pub late_max_us: f64,
+    /// Whether the link is cut ([`crate::control`]) at time `t`.
+    pub down: bool,
     /// True on the lines written once at exit.
     #[serde(rename = "final")]
     pub last: bool,
@@ -143,6 +145,7 @@ mod tests {
             backlog_bytes: 0,
             late_mean_us: 0.0,
             late_max_us: 0.0,
+            down: false,
             last: true,
         };
         let text = serde_json::to_string(&line).unwrap();
@@ -160,6 +163,8 @@ mod tests {
             "reordered",
             "t",
             "hop",
+            "down_drops",
+            "down",
             "final",
         ] {
             assert!(v.get(key).is_some(), "missing {key} in {text}");
