@@ -310,7 +310,7 @@ fn start_mptcp(link: &Link, www: &Path, work: &Path) -> Result<Proc> {
     )
     .with_context(|| format!("ip mptcp endpoint add {extra} dev linkem1 subflow"))?;
     let log = std::fs::File::create(work.join("mptcp-http.log"))?;
-    Proc::spawn(
+    let origin = Proc::spawn(
         "mptcpize http.server",
         in_ns(link.ns_b(), "mptcpize")
             .args([
@@ -327,7 +327,33 @@ fn start_mptcp(link: &Link, www: &Path, work: &Path) -> Result<Proc> {
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log),
+    )?;
+    // Why: the first MPTCP download of a run once started before the origin listened
+    // (curl exit 7). The probe file is the one `Servers::start` wrote.
+    let url = format!("http://{ADDR_B}:{MPTCP_PORT}/probe.txt");
+    let start = ctcp_runtime::clock::now();
+    while run_quiet(
+        "mptcp probe",
+        in_ns(link.ns_a(), "mptcpize").args([
+            "run",
+            "curl",
+            "-sf",
+            "-o",
+            "/dev/null",
+            "--max-time",
+            "5",
+            &url,
+        ]),
+        Duration::from_secs(8),
     )
+    .is_err()
+    {
+        if start.elapsed() > Duration::from_secs(20) {
+            bail!("the MPTCP origin {url} does not answer after 20 s (see mptcp-http.log)");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(origin)
 }
 
 /// The MPTCP counters of namespace `ns` that show whether MPTCP was negotiated and a
