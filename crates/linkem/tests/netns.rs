@@ -644,7 +644,13 @@ fn parallel_paths_carry_their_own_impairments_and_go_down_and_up() {
     let fast = udp_echo_rtts_lossy(a, b, "10.77.0.2", Some("10.77.0.1"), 10);
     eprintln!("path 0 RTTs: {fast:?} ms");
     assert_eq!(fast.len(), 10, "path 0 lost echoes: {fast:?}");
-    assert!((19.0..=26.0).contains(&median(&fast)), "{fast:?}");
+    // The bounds tell the two paths' delays apart with room for a loaded machine's
+    // scheduling delay (tens of ms at a load of 13 on two cores); nothing comes back early.
+    assert!((19.0..=45.0).contains(&median(&fast)), "{fast:?}");
+    assert!(
+        fast.iter().all(|r| *r >= 19.0),
+        "an echo came back early: {fast:?}"
+    );
     // Path 1, to the same B address: 2 × 40 ms, with 20 % loss each way.
     let count = 30;
     let slow = udp_echo_rtts_lossy(a, b, "10.77.0.2", Some("10.77.1.1"), count);
@@ -654,7 +660,7 @@ fn parallel_paths_carry_their_own_impairments_and_go_down_and_up() {
         "echoes back: {}",
         slow.len()
     );
-    assert!((79.0..=90.0).contains(&median(&slow)), "{slow:?}");
+    assert!((79.0..=110.0).contains(&median(&slow)), "{slow:?}");
     assert!(
         slow.iter().all(|r| *r >= 79.0),
         "an echo came back early: {slow:?}"
