@@ -20,14 +20,11 @@ fn balancer_key(d: &[u8]) -> Option<u32> {
     Some(u32::from_le_bytes(id.try_into().ok()?))
 }
 
-#[test]
-fn every_client_datagram_carries_the_connection_id_where_the_balancer_reads_it() {
-    let mut d = Duo::new(TransportConfig::default());
-    let id = d.h.0;
-    let mut sent: Vec<Vec<u8>> = Vec::new();
-
-    // The first 800 ms of the client's datagrams are lost, so the handshake train and
-    // the retransmitted INITIATE groups after it all go out.
+/// Pumps the handshake with the client's first 800 ms of datagrams lost, so the handshake
+/// train and the retransmitted INITIATE groups after it all go out; returns every client
+/// datagram.
+fn establish_through_loss(d: &mut Duo) -> Vec<Vec<u8>> {
+    let mut sent = Vec::new();
     let mut out = Vec::new();
     for _ in 0..800 {
         d.now += Duration::from_millis(1);
@@ -39,13 +36,17 @@ fn every_client_datagram_carries_the_connection_id_where_the_balancer_reads_it()
     let initiates = sent.iter().filter(|p| p[0] == wire::TYPE_INITIATE).count();
     assert!(initiates > 16, "only {initiates} INITIATE copies went out");
     sent.extend(d.establish());
+    sent
+}
 
-    // A stream's data, the client's address changing once the first bytes arrived.
+/// Carries a stream's data, the client's address changing to `rebound` once the first
+/// bytes arrived; returns every client datagram.
+fn transfer_while_rebinding(d: &mut Duo, rebound: SocketAddr) -> Vec<Vec<u8>> {
+    let mut sent = Vec::new();
     let s = d.open_stream();
     let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7) as u8).collect();
     let (mut written, mut got) = (0usize, Vec::new());
     let mut buf = vec![0u8; 16 << 10];
-    let rebound: SocketAddr = ([192, 0, 2, 77], 40_000).into();
     for _ in 0..10_000 {
         if !got.is_empty() {
             d.ca = rebound;
@@ -79,6 +80,18 @@ fn every_client_datagram_carries_the_connection_id_where_the_balancer_reads_it()
         rebound,
         "the server followed the rebinding"
     );
+    sent
+}
+
+#[test]
+fn every_client_datagram_carries_the_connection_id_where_the_balancer_reads_it() {
+    let mut d = Duo::new(TransportConfig::default());
+    let id = d.h.0;
+    let mut sent = establish_through_loss(&mut d);
+    sent.extend(transfer_while_rebinding(
+        &mut d,
+        ([192, 0, 2, 77], 40_000).into(),
+    ));
 
     // Idle: keepalives. Then the close.
     for _ in 0..4 {
