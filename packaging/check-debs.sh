@@ -34,6 +34,11 @@ done
 for f in gateway-redirect.nft gateway-tproxy.nft gateway-tproxy.sh; do
   test -f "/usr/share/doc/ctcp-forward/examples/$f" || { echo "no example $f" >&2; exit 1; }
 done
+# The balancer ruleset for several reverse instances (README "Several reverse gateways
+# behind one address").
+for f in reverse-balancer.nft reverse-balancer.sh; do
+  test -f "/usr/share/doc/ctcp-reverse/examples/$f" || { echo "no example $f" >&2; exit 1; }
+done
 
 # The packaged configurations, as the units run them, with a key from keygen.
 /usr/bin/ctcp-forward keygen --out "$work/psk" >/dev/null

@@ -22,14 +22,14 @@
 //! without them each test prints why and passes. The namespaces are named per process and removed when a test ends.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
-use sha2::{Digest, Sha256};
+mod netns;
+
+use netns::{fill, have, in_ns, ip, must, run, sha256, wait_for_log, wait_until, Lab};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Command;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const KEY_HEX: &str = "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a";
 const TRANSPARENT_PORT: u16 = 12345;
 const HTTP_PORT: u16 = 8080;
 const RSYNC_PORT: u16 = 8730;
@@ -41,184 +41,73 @@ const DNS_A: &str = "10.77.0.1";
 const DNS_AAAA: &str = "fd00:77::1";
 const DNS_TXT: &str = "coded-datagrams";
 
-fn ip_program() -> &'static str {
-    if Path::new("/usr/sbin/ip").exists() {
-        "/usr/sbin/ip"
-    } else {
-        "ip"
-    }
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .env(
-            "PATH",
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        )
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// Why the tests cannot run here, if so.
 fn skip_reason() -> Option<String> {
-    let uid = Command::new("id").arg("-u").output().ok()?;
-    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-        return Some("not root (network namespaces and nftables need it)".into());
+    netns::skip_reason(&["ip", "nft", "curl", "rsync", "diff", "ss"])
+}
+
+/// The three namespaces (`c`, `f`, `r`), veths, addresses and routes as drawn in the
+/// module's diagram.
+fn gateway_lab(tag: &str) -> Lab {
+    let lab = Lab::new("gw", tag, &["c", "f", "r"]);
+    lab.veth("c", "c0", "f", "f0");
+    lab.veth("f", "f1", "r", "r1");
+    for (n, dev, addr) in [
+        ("c", "c0", "10.200.1.2/24"),
+        ("c", "c0", "fd00:c7::2/64"),
+        ("f", "f0", "10.200.1.1/24"),
+        ("f", "f0", "fd00:c7::1/64"),
+        ("f", "f1", "10.200.2.1/24"),
+        ("f", "f1", "fd00:c8::1/64"),
+        ("r", "r1", "10.200.2.2/24"),
+        ("r", "r1", "fd00:c8::2/64"),
+        ("r", "lo", "10.200.9.1/32"),
+        ("r", "lo", "fd00:c9::1/128"),
+    ] {
+        lab.addr(n, dev, addr);
     }
-    let missing: Vec<&str> = ["ip", "nft", "curl", "rsync", "diff", "ss"]
-        .into_iter()
-        .filter(|t| !have(t))
-        .collect();
-    (!missing.is_empty()).then(|| format!("missing tools: {}", missing.join(", ")))
+    let c = lab.ns("c");
+    ip(&["-n", &c, "route", "add", "default", "via", "10.200.1.1"]);
+    ip(&[
+        "-n",
+        &c,
+        "-6",
+        "route",
+        "add",
+        "default",
+        "via",
+        "fd00:c7::1",
+    ]);
+    lab
 }
 
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    out
+/// The gateway test's set-up steps on its [`Lab`].
+trait Gateway {
+    fn load_rules(&self, file: &str);
+    fn tproxy_routing(&self);
+    fn start_rsyncd(&mut self, src: &Path);
+    fn start_reverse(&mut self, key: &Path);
+    fn start_forward(&mut self, key: &Path, mode: &str, extra: &[&str]) -> PathBuf;
+    fn start_dnsmasq(&mut self);
 }
 
-fn must(cmd: &mut Command) -> Output {
-    let out = run(cmd);
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn ip(args: &[&str]) {
-    must(Command::new(ip_program()).args(args));
-}
-
-/// `ip netns exec NS PROGRAM ARGS...`.
-fn in_ns(ns: &str, program: &str) -> Command {
-    let mut c = Command::new(ip_program());
-    c.args(["netns", "exec", ns, program]);
-    c
-}
-
-/// Byte `i` of the test data: a fixed pseudo-random stream.
-fn fill(buf: &mut [u8], seed: u64) {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    for b in buf {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *b = x as u8;
-    }
-}
-
-/// The three namespaces, the processes in them and a scratch directory; dropping it
-/// kills the processes and removes the namespaces.
-struct Lab {
-    tag: String,
-    dir: PathBuf,
-    children: Vec<Child>,
-    server_stop: Option<tokio::sync::oneshot::Sender<()>>,
-    server_thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Lab {
-    fn ns(&self, which: char) -> String {
-        format!("ctgw-{}-{which}", self.tag)
-    }
-
-    /// Namespaces, veths, addresses and routes as drawn in the module's diagram.
-    fn new(tag: &str) -> Lab {
-        let tag = format!("{tag}-{}", std::process::id());
-        let dir = std::env::temp_dir().join(format!("ctcp-gw-{tag}"));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        let lab = Lab {
-            tag,
-            dir,
-            children: Vec::new(),
-            server_stop: None,
-            server_thread: None,
-        };
-        let (c, f, r) = (lab.ns('c'), lab.ns('f'), lab.ns('r'));
-        for n in [&c, &f, &r] {
-            let _ = Command::new(ip_program())
-                .args(["netns", "del", n])
-                .output();
-            ip(&["netns", "add", n]);
-            ip(&["-n", n, "link", "set", "lo", "up"]);
-        }
-        ip(&[
-            "link", "add", "c0", "netns", &c, "type", "veth", "peer", "f0", "netns", &f,
-        ]);
-        ip(&[
-            "link", "add", "f1", "netns", &f, "type", "veth", "peer", "r1", "netns", &r,
-        ]);
-        for (n, dev, addr) in [
-            (&c, "c0", "10.200.1.2/24"),
-            (&c, "c0", "fd00:c7::2/64"),
-            (&f, "f0", "10.200.1.1/24"),
-            (&f, "f0", "fd00:c7::1/64"),
-            (&f, "f1", "10.200.2.1/24"),
-            (&f, "f1", "fd00:c8::1/64"),
-            (&r, "r1", "10.200.2.2/24"),
-            (&r, "r1", "fd00:c8::2/64"),
-            (&r, "lo", "10.200.9.1/32"),
-            (&r, "lo", "fd00:c9::1/128"),
-        ] {
-            let mut args = vec!["-n", n.as_str(), "addr", "add", addr, "dev", dev];
-            if addr.contains(':') {
-                args.push("nodad");
-            }
-            ip(&args);
-        }
-        for (n, dev) in [(&c, "c0"), (&f, "f0"), (&f, "f1"), (&r, "r1")] {
-            ip(&["-n", n, "link", "set", dev, "up"]);
-        }
-        ip(&["-n", &c, "route", "add", "default", "via", "10.200.1.1"]);
-        ip(&[
-            "-n",
-            &c,
-            "-6",
-            "route",
-            "add",
-            "default",
-            "via",
-            "fd00:c7::1",
-        ]);
-        lab
-    }
-
+impl Gateway for Lab {
     /// Loads the shipped ruleset `configs/FILE` into F with its `define` lines set for
     /// this topology. The reverse's address is deliberately not exempted, so the
     /// forward's own loop guard is what refuses it.
     fn load_rules(&self, file: &str) {
-        let path = format!("{}/../configs/{file}", env!("CARGO_MANIFEST_DIR"));
-        let text = fs::read_to_string(&path).unwrap();
-        let values = [
-            ("lan_if", "\"f0\"".to_owned()),
-            ("ctcp_port", TRANSPARENT_PORT.to_string()),
-            ("reverse_v4", "{ 192.0.2.99 }".into()),
-            ("reverse_v6", "{ 2001:db8::99 }".into()),
-            ("exempt_v4", "{ 127.0.0.0/8, 169.254.0.0/16 }".into()),
-            ("exempt_v6", "{ ::1, fe80::/10 }".into()),
-        ];
-        let mut set = 0;
-        let text: String = text
-            .lines()
-            .map(|l| {
-                for (k, v) in &values {
-                    if l.starts_with(&format!("define {k} =")) {
-                        set += 1;
-                        return format!("define {k} = {v}\n");
-                    }
-                }
-                format!("{l}\n")
-            })
-            .collect();
-        assert_eq!(set, values.len(), "{file}: a define line is missing");
-        let rules = self.dir.join(file);
-        fs::write(&rules, text).unwrap();
-        must(in_ns(&self.ns('f'), "nft").arg("-f").arg(&rules));
+        self.load_ruleset(
+            "f",
+            file,
+            &[
+                ("lan_if", "\"f0\"".to_owned()),
+                ("ctcp_port", TRANSPARENT_PORT.to_string()),
+                ("reverse_v4", "{ 192.0.2.99 }".into()),
+                ("reverse_v6", "{ 2001:db8::99 }".into()),
+                ("exempt_v4", "{ 127.0.0.0/8, 169.254.0.0/16 }".into()),
+                ("exempt_v6", "{ ::1, fe80::/10 }".into()),
+            ],
+        );
     }
 
     /// Runs `configs/gateway-tproxy.sh` in F (the policy routing TPROXY needs).
@@ -227,52 +116,7 @@ impl Lab {
             "{}/../configs/gateway-tproxy.sh",
             env!("CARGO_MANIFEST_DIR")
         );
-        must(in_ns(&self.ns('f'), "sh").arg(script).arg("add"));
-    }
-
-    /// Spawns `cmd` with stderr to `DIR/NAME.log`.
-    fn spawn(&mut self, name: &str, cmd: &mut Command) -> PathBuf {
-        let log = self.dir.join(format!("{name}.log"));
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(fs::File::create(self.dir.join(format!("{name}.out"))).unwrap())
-            .stderr(fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
-        self.children.push(child);
-        log
-    }
-
-    /// The HTTP server (in this process, in R) on both server addresses, serving `body`.
-    fn start_http(&mut self, body: Vec<u8>) {
-        let netns = fs::File::open(format!("/run/netns/{}", self.ns('r'))).unwrap();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            // Sockets this thread makes from here on live in R.
-            nix::sched::setns(&netns, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let body = std::sync::Arc::new(body);
-                for addr in [
-                    format!("{SERVER_V4}:{HTTP_PORT}"),
-                    format!("[{SERVER_V6}]:{HTTP_PORT}"),
-                ] {
-                    let l = tokio::net::TcpListener::bind(&addr).await.unwrap();
-                    tokio::spawn(serve_http(l, body.clone()));
-                }
-                ready_tx.send(()).unwrap();
-                let _ = stop_rx.await;
-            });
-        });
-        ready_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("HTTP server");
-        self.server_stop = Some(stop_tx);
-        self.server_thread = Some(thread);
+        must(in_ns(&self.ns("f"), "sh").arg(script).arg("add"));
     }
 
     /// rsyncd in R serving `src` as module `data` on every address.
@@ -287,7 +131,7 @@ impl Lab {
             ),
         )
         .unwrap();
-        let r = self.ns('r');
+        let r = self.ns("r");
         self.spawn(
             "rsyncd",
             in_ns(&r, "rsync")
@@ -301,23 +145,12 @@ impl Lab {
         });
     }
 
-    /// The real ctcp-reverse binary in R. `cargo test --workspace` builds it beside
-    /// ctcp-forward; `cargo test -p ctcp-forward` does not, so it is built here then.
+    /// The real ctcp-reverse binary in R.
     fn start_reverse(&mut self, key: &Path) {
-        let bin = Path::new(env!("CARGO_BIN_EXE_ctcp-forward")).with_file_name("ctcp-reverse");
-        if !bin.exists() {
-            let mut build = Command::new(env!("CARGO"));
-            build.args(["build", "-p", "ctcp-reverse"]);
-            if bin.components().any(|c| c.as_os_str() == "release") {
-                build.arg("--release");
-            }
-            must(&mut build);
-        }
-        assert!(bin.exists(), "{} was not built", bin.display());
-        let r = self.ns('r');
+        let r = self.ns("r");
         let log = self.spawn(
             "reverse",
-            in_ns(&r, bin.to_str().unwrap())
+            in_ns(&r, netns::reverse_binary().to_str().unwrap())
                 .args(["--listen", REVERSE, "--log-level", "info"])
                 .arg("--psk-file")
                 .arg(key),
@@ -327,7 +160,7 @@ impl Lab {
 
     /// ctcp-forward in F with its transparent listener in `mode`, and `extra` flags.
     fn start_forward(&mut self, key: &Path, mode: &str, extra: &[&str]) -> PathBuf {
-        let f = self.ns('f');
+        let f = self.ns("f");
         let log = self.spawn(
             "forward",
             in_ns(&f, env!("CARGO_BIN_EXE_ctcp-forward"))
@@ -346,7 +179,7 @@ impl Lab {
     /// dnsmasq in R answering the local zone `ctcp.test` on both server addresses,
     /// port 53, and nothing else (no upstream, no hosts file).
     fn start_dnsmasq(&mut self) {
-        let r = self.ns('r');
+        let r = self.ns("r");
         self.spawn(
             "dnsmasq",
             in_ns(&r, "dnsmasq")
@@ -378,73 +211,6 @@ impl Lab {
     }
 }
 
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        if let Some(s) = self.server_stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.server_thread.take() {
-            let _ = t.join();
-        }
-        for w in ['c', 'f', 'r'] {
-            let _ = Command::new(ip_program())
-                .args(["netns", "del", &self.ns(w)])
-                .output();
-        }
-        if std::env::var_os("CTCP_GW_KEEP").is_none() && !std::thread::panicking() {
-            let _ = fs::remove_dir_all(&self.dir);
-        } else {
-            eprintln!("logs kept in {}", self.dir.display());
-        }
-    }
-}
-
-fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = ctcp_runtime::clock::now() + Duration::from_secs(20);
-    while !ok() {
-        assert!(
-            ctcp_runtime::clock::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn wait_for_log(log: &Path, line: &str) {
-    wait_until(line, || {
-        fs::read_to_string(log).is_ok_and(|t| t.contains(line))
-    });
-}
-
-/// A minimal HTTP/1.1 server: any GET gets `body` with its length, then the connection
-/// closes.
-async fn serve_http(l: tokio::net::TcpListener, body: std::sync::Arc<Vec<u8>>) {
-    while let Ok((mut c, _)) = l.accept().await {
-        let body = body.clone();
-        tokio::spawn(async move {
-            let mut req = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
-                match c.read(&mut buf).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => req.extend_from_slice(&buf[..n]),
-                }
-            }
-            let head = format!(
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            if c.write_all(head.as_bytes()).await.is_ok() && c.write_all(&body).await.is_ok() {
-                let _ = c.shutdown().await;
-            }
-        });
-    }
-}
-
 /// A tree of `n` files of assorted sizes (empty ones included) in nested directories.
 fn make_tree(root: &Path, n: usize) {
     for i in 0..n {
@@ -461,13 +227,6 @@ fn make_tree(root: &Path, n: usize) {
     fs::write(root.join("big.bin"), big).unwrap();
 }
 
-fn sha256(b: &[u8]) -> String {
-    Sha256::digest(b)
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect()
-}
-
 /// Everything one mode must do: curl and rsync over IPv4 and IPv6 through the tunnel,
 /// and the loop guard.
 fn gateway_carries_curl_and_rsync(mode: &str) {
@@ -475,14 +234,8 @@ fn gateway_carries_curl_and_rsync(mode: &str) {
         eprintln!("skipping the transparent {mode} test: {why}");
         return;
     }
-    let mut lab = Lab::new(&mode[..1]);
-    let key = lab.dir.join("psk");
-    fs::write(&key, KEY_HEX).unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
-    }
+    let mut lab = gateway_lab(&mode[..1]);
+    let key = lab.key();
     match mode {
         "redirect" => lab.load_rules("gateway-redirect.nft"),
         _ => {
@@ -493,13 +246,20 @@ fn gateway_carries_curl_and_rsync(mode: &str) {
     let mut body = vec![0u8; FILE_SIZE];
     fill(&mut body, 7);
     let want = sha256(&body);
-    lab.start_http(body);
+    lab.start_http(
+        "r",
+        &[
+            format!("{SERVER_V4}:{HTTP_PORT}"),
+            format!("[{SERVER_V6}]:{HTTP_PORT}"),
+        ],
+        body,
+    );
     let src = lab.dir.join("tree");
     make_tree(&src, 400);
     lab.start_rsyncd(&src);
     lab.start_reverse(&key);
     let fwd_log = lab.start_forward(&key, mode, &[]);
-    let c = lab.ns('c');
+    let c = lab.ns("c");
 
     for (family, host) in [
         ("IPv4", SERVER_V4.to_owned()),
@@ -608,7 +368,7 @@ fn tproxy_mode_carries_curl_and_rsync_over_ipv4_and_ipv6() {
 /// section's values, or dig's complaint. dig takes an answer only from the address it
 /// asked, so an answer also shows the reply came back from the server's address.
 fn dig(lab: &Lab, server: &str, name: &str, kind: &str) -> Result<Vec<String>, String> {
-    let out = run(in_ns(&lab.ns('c'), "dig").args([
+    let out = run(in_ns(&lab.ns("c"), "dig").args([
         &format!("@{server}"),
         "-p",
         "53",
@@ -629,7 +389,7 @@ fn dig(lab: &Lab, server: &str, name: &str, kind: &str) -> Result<Vec<String>, S
 /// The value of the metric sample `name` (with `labels`, e.g. `{reason="idle"}`, or none)
 /// from the forward's endpoint.
 fn forward_metric(lab: &Lab, name: &str, labels: &str) -> f64 {
-    let out = must(in_ns(&lab.ns('f'), "curl").args(["-sS", "http://127.0.0.1:9100/metrics"]));
+    let out = must(in_ns(&lab.ns("f"), "curl").args(["-sS", "http://127.0.0.1:9100/metrics"]));
     let sample = format!("{name}{labels} ");
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -659,14 +419,8 @@ fn tproxy_mode_carries_dns_over_udp_for_ipv4_and_ipv6() {
         );
         return;
     }
-    let mut lab = Lab::new("u");
-    let key = lab.dir.join("psk");
-    fs::write(&key, KEY_HEX).unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
-    }
+    let mut lab = gateway_lab("u");
+    let key = lab.key();
     lab.load_rules("gateway-tproxy.nft");
     lab.tproxy_routing();
     lab.start_dnsmasq();
@@ -745,7 +499,7 @@ fn tproxy_mode_carries_dns_over_udp_for_ipv4_and_ipv6() {
         ("10.200.1.1", TRANSPARENT_PORT.to_string()),
         ("10.200.2.2", "53".to_owned()),
     ] {
-        let out = run(in_ns(&lab.ns('c'), "dig").args([
+        let out = run(in_ns(&lab.ns("c"), "dig").args([
             &format!("@{server}"),
             "-p",
             &port,
@@ -765,7 +519,7 @@ fn tproxy_mode_carries_dns_over_udp_for_ipv4_and_ipv6() {
 
     // A name outside the zone gets dnsmasq's answer (refused or empty), not a timeout:
     // the flow works both ways for any reply.
-    let out = run(in_ns(&lab.ns('c'), "dig").args([
+    let out = run(in_ns(&lab.ns("c"), "dig").args([
         &format!("@{SERVER_V4}"),
         "+time=2",
         "+tries=2",

@@ -3,8 +3,8 @@
 
 use super::datagram::{parse_datagram_chunk, CHUNK_DATAGRAM, CHUNK_DATAGRAM_REPAIR};
 use super::{
-    expand_u24, low24_le, put_varint, varint_len, Reader, WireError, TYPE_ACCEPT, TYPE_DATA,
-    TYPE_INITIATE, TYPE_REJECT, TYPE_RESET,
+    expand_u24, low24_le, put_varint, varint_len, Reader, WireError, CONN_ID_OFFSET,
+    HANDSHAKE_CONN_ID_OFFSET, TYPE_ACCEPT, TYPE_DATA, TYPE_INITIATE, TYPE_REJECT, TYPE_RESET,
 };
 use ctcp_rlnc::{Coefficients, RepairHeader, SymbolId};
 
@@ -45,22 +45,28 @@ impl DataHeader {
     }
 }
 
+/// Where a packet of type `ty` carries its connection id ([`CONN_ID_OFFSET`] or
+/// [`HANDSHAKE_CONN_ID_OFFSET`]), or `None` for an unknown type.
+pub fn conn_id_offset(ty: u8) -> Option<usize> {
+    match ty {
+        TYPE_INITIATE | TYPE_ACCEPT | TYPE_REJECT => Some(HANDSHAKE_CONN_ID_OFFSET),
+        TYPE_DATA | TYPE_RESET => Some(CONN_ID_OFFSET),
+        _ => None,
+    }
+}
+
 /// Reads the connection id of any packet type, for demultiplexing before decryption.
 pub fn peek_conn_id(buf: &[u8]) -> Result<(u8, u32), WireError> {
     let mut r = Reader::new(buf);
     let ty = r.u8("type")?;
-    match ty {
-        TYPE_INITIATE | TYPE_ACCEPT | TYPE_REJECT => {
-            r.u8("version")?;
-        }
-        TYPE_DATA | TYPE_RESET => {}
-        value => {
-            return Err(WireError::UnknownType {
-                what: "packet",
-                value,
-            })
-        }
-    }
+    let Some(at) = conn_id_offset(ty) else {
+        return Err(WireError::UnknownType {
+            what: "packet",
+            value: ty,
+        });
+    };
+    // Handshake packets put their version byte between the type and the id.
+    r.bytes(at - 1, "version")?;
     Ok((ty, r.u32("conn id")?))
 }
 

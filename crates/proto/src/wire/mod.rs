@@ -14,10 +14,11 @@ mod handshake;
 mod tests;
 
 pub use self::data::{
-    emit_close, emit_ping, emit_repair, emit_source, emit_source_last, peek_conn_id,
-    repair_chunk_len, Ack, Chunk, Chunks, DataHeader, LateArrivals, ACK_CHUNK_MAX_LEN, CHUNK_ACK,
-    CHUNK_CLOSE, CHUNK_PADDING, CHUNK_PING, CHUNK_REPAIR, CHUNK_SOURCE, CHUNK_SOURCE_LAST,
-    MAX_LATE, REPAIR_HEADER_LEN, SOURCE_HEADER_LEN, SOURCE_LAST_HEADER_LEN, SYMBOL_ID_LEN,
+    conn_id_offset, emit_close, emit_ping, emit_repair, emit_source, emit_source_last,
+    peek_conn_id, repair_chunk_len, Ack, Chunk, Chunks, DataHeader, LateArrivals,
+    ACK_CHUNK_MAX_LEN, CHUNK_ACK, CHUNK_CLOSE, CHUNK_PADDING, CHUNK_PING, CHUNK_REPAIR,
+    CHUNK_SOURCE, CHUNK_SOURCE_LAST, MAX_LATE, REPAIR_HEADER_LEN, SOURCE_HEADER_LEN,
+    SOURCE_LAST_HEADER_LEN, SYMBOL_ID_LEN,
 };
 pub use self::datagram::{
     emit_datagram, emit_datagram_repair, CHUNK_DATAGRAM, CHUNK_DATAGRAM_REPAIR,
@@ -50,6 +51,16 @@ pub const TYPE_REJECT: u8 = 0x05;
 /// default), so a clash is a 2^-32-per-session event, and the endpoint refuses a clashing
 /// handshake instead of touching the live session (see `Endpoint`).
 pub const CONN_ID_LEN: usize = 4;
+/// Where the connection id starts in DATA and RESET packets (after the type byte). With
+/// [`HANDSHAKE_CONN_ID_OFFSET`] this is the contract a stateless L4 balancer relies on to
+/// keep every datagram of a session on one gateway instance: every packet a client sends
+/// carries the id at the offset its type byte (offset 0) names, from the first INITIATE
+/// copy on and after any address change (`configs/reverse-balancer.nft` hashes these
+/// bytes; moving them breaks deployed balancers).
+pub const CONN_ID_OFFSET: usize = 1;
+/// Where the connection id starts in INITIATE, ACCEPT and REJECT packets (after the type
+/// and version bytes); see [`CONN_ID_OFFSET`].
+pub const HANDSHAKE_CONN_ID_OFFSET: usize = 2;
 /// Length of the handshake randoms.
 pub const RANDOM_LEN: usize = 32;
 /// Length of a handshake MAC (HMAC-SHA256 truncated).
@@ -101,6 +112,7 @@ pub const RESET_LEN: usize = 1 + CONN_ID_LEN + RESET_TOKEN_LEN;
 pub const MIN_DATA_LEN: usize = DATA_HEADER_LEN + TAG_LEN;
 
 const _: () = assert!(ACCEPT_LEN <= INITIATE_LEN);
+const _: () = assert!(DATA_HEADER_LEN == CONN_ID_OFFSET + CONN_ID_LEN + PN_LEN);
 const _: () = assert!(REJECT_SIGNED_LEN <= INITIATE_LEN);
 const _: () = assert!(REJECT_LEN < 63);
 const _: () = assert!(RESET_LEN < MIN_DATA_LEN);
