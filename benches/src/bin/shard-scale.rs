@@ -308,9 +308,26 @@ fn shard_for(datagram: &[u8], shards: usize) -> usize {
     ctcp_proto::wire::peek_conn_id(datagram).map_or(0, |(_, id)| ctcp_proto::shard_of(id, shards))
 }
 
-/// Replays `logs` (one per shard, one thread each); returns the wall time and checks the
-/// bytes delivered.
-fn replay(logs: &[Log], bytes_each: u64) -> anyhow::Result<Duration> {
+/// One replay's wall time and each shard thread's CPU time.
+struct Replay {
+    wall: Duration,
+    cpu: Vec<Duration>,
+}
+
+/// CPU time of the calling thread (user + system).
+fn thread_cpu() -> Duration {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_THREAD).map_or(Duration::ZERO, |u| {
+        let tv = |t: nix::sys::time::TimeVal| {
+            Duration::new(t.tv_sec().max(0) as u64, (t.tv_usec().max(0) as u32) * 1000)
+        };
+        tv(u.user_time()) + tv(u.system_time())
+    })
+}
+
+/// Replays `logs` (one per shard, one thread each); returns the wall and CPU times and
+/// checks the bytes delivered.
+fn replay(logs: &[Log], bytes_each: u64) -> anyhow::Result<Replay> {
     let base = ctcp_runtime::clock::now();
     let barrier = std::sync::Barrier::new(logs.len() + 1);
     let shards = logs.len();
@@ -325,10 +342,16 @@ fn replay(logs: &[Log], bytes_each: u64) -> anyhow::Result<Duration> {
                     let mut app = App::new();
                     let mut buf = Vec::with_capacity(2048);
                     barrier.wait();
+                    let cpu0 = thread_cpu();
                     for (t, inbox) in log {
                         app.step(&mut ep, base + *t, inbox, &mut buf, false);
                     }
-                    (app.streams.iter().map(|s| s.2).collect::<Vec<_>>(), app.bad)
+                    let cpu = thread_cpu().saturating_sub(cpu0);
+                    (
+                        app.streams.iter().map(|s| s.2).collect::<Vec<_>>(),
+                        app.bad,
+                        cpu,
+                    )
                 })
             })
             .collect();
@@ -342,12 +365,14 @@ fn replay(logs: &[Log], bytes_each: u64) -> anyhow::Result<Duration> {
             );
         }
         let wall = start.elapsed();
-        for (streams, bad) in results {
+        let mut cpu = Vec::new();
+        for (streams, bad, c) in results {
             if bad != 0 || streams.iter().any(|&b| b != bytes_each) {
                 bail!("replay not byte-exact: streams {streams:?}, {bad} bad bytes");
             }
+            cpu.push(c);
         }
-        Ok(wall)
+        Ok(Replay { wall, cpu })
     })
 }
 
@@ -359,6 +384,7 @@ fn main() -> anyhow::Result<()> {
         a.sessions, a.mib
     );
     let mut base_rate = None;
+    let mut cpu_base_rate = None;
     for &w in &a.workers {
         let t0 = ctcp_runtime::clock::now();
         let logs = record(a.sessions, bytes, w)?;
@@ -374,22 +400,30 @@ fn main() -> anyhow::Result<()> {
             "recorded {w} shard(s) in {:.1} s: {datagrams} datagrams {per_shard:?}",
             t0.elapsed().as_secs_f64()
         );
-        let mut walls = Vec::new();
+        let mut runs = Vec::new();
         for _ in 0..a.repeat {
-            walls.push(replay(&logs, bytes)?);
+            runs.push(replay(&logs, bytes)?);
         }
-        walls.sort();
-        let best = walls[0];
-        let median = walls[walls.len() / 2];
-        let rate = datagrams as f64 / median.as_secs_f64();
+        runs.sort_by_key(|r| r.wall);
+        let best = runs[0].wall;
+        let median = &runs[runs.len() / 2];
+        let rate = datagrams as f64 / median.wall.as_secs_f64();
         let base = *base_rate.get_or_insert(rate);
+        // The CPU-bound rate: datagrams over the busiest shard's CPU time, what the wall
+        // rate would be with a core per shard and nothing else running.
+        let busiest = median.cpu.iter().max().copied().unwrap_or_default();
+        let cpu_rate = datagrams as f64 / busiest.as_secs_f64().max(1e-9);
+        let cpu_base = *cpu_base_rate.get_or_insert(cpu_rate);
         println!(
-            "workers {w}: {datagrams} datagrams, median {:.3} s (best {:.3} s) -> {:.0} datagrams/s ({:.0} MB/s of stream data), {:.2}x",
-            median.as_secs_f64(),
+            "workers {w}: {datagrams} datagrams, median {:.3} s (best {:.3} s) -> {:.0} datagrams/s ({:.0} MB/s of stream data), {:.2}x; shard CPU {:?} -> {:.0} datagrams per busiest-shard CPU-second, {:.2}x",
+            median.wall.as_secs_f64(),
             best.as_secs_f64(),
             rate,
-            (bytes * a.sessions as u64) as f64 / median.as_secs_f64() / 1e6,
-            rate / base
+            (bytes * a.sessions as u64) as f64 / median.wall.as_secs_f64() / 1e6,
+            rate / base,
+            median.cpu.iter().map(|c| (c.as_secs_f64() * 1000.0).round() / 1000.0).collect::<Vec<_>>(),
+            cpu_rate,
+            cpu_rate / cpu_base
         );
     }
     Ok(())
