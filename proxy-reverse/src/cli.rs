@@ -63,6 +63,10 @@ pub(crate) struct Cli {
     /// Handshakes accepted per second [default: 64].
     #[arg(long)]
     handshake_rate: Option<u32>,
+    /// Worker threads, each driving its own share of the sessions; 0 means one per
+    /// available core [default: 0].
+    #[arg(long)]
+    workers: Option<usize>,
     /// Run as a relay: carry each stream on to this gateway (another ctcp-reverse,
     /// HOST:PORT) over a session of our own instead of connecting here (`[relay]
     /// next_hop`) [default: none].
@@ -109,7 +113,8 @@ impl Cli {
     ) -> Result<ReverseConfig, ctcp_config::ConfigError> {
         macro_rules! set { ($($f:ident => $($p:ident).+),*) => { $(if let Some(v) = self.$f.clone() { c.$($p).+ = v; })* } }
         set!(listen => listen, connect_timeout => connect_timeout, max_sessions => max_sessions,
-             handshake_rate => handshake_rate, acl_default => acl_default_allow);
+             handshake_rate => handshake_rate, workers => workers,
+             acl_default => acl_default_allow);
         if self.psk_file.is_some() {
             c.psk_file = self.psk_file.clone();
         }
@@ -143,6 +148,18 @@ impl Cli {
                 line: None,
                 key: Some("max_sessions".into()),
                 message: format!("must be between 1 and 100000 (got {})", c.max_sessions),
+            });
+        }
+        if c.workers > ctcp_config::MAX_WORKERS {
+            return Err(ctcp_config::ConfigError {
+                source_name: "<command line>".into(),
+                line: None,
+                key: Some("workers".into()),
+                message: format!(
+                    "must be between 0 (one per core) and {} (got {})",
+                    ctcp_config::MAX_WORKERS,
+                    c.workers
+                ),
             });
         }
         self.common.apply(CommonTargets {

@@ -18,8 +18,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-#[tokio::main]
-async fn run() -> anyhow::Result<()> {
+fn run() -> anyhow::Result<()> {
     let cli = cli::Cli::parse();
     match &cli.command {
         Some(cli::Command::Keygen(k)) => {
@@ -68,6 +67,21 @@ async fn run() -> anyhow::Result<()> {
     }
     let log = app::init_logging(&cfg.log);
     notes.log();
+    // One runtime thread per shard: the shards' driver tasks then run side by side.
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(settings.workers)
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?
+        .block_on(serve(cli, settings, log))
+}
+
+/// Runs the proxy until a signal stops it.
+async fn serve(
+    cli: cli::Cli,
+    settings: ctcp_runtime::ReverseSettings,
+    log: app::LogHandle,
+) -> anyhow::Result<()> {
     let running = ctcp_runtime::start_reverse(settings)
         .await
         .context("starting ctcp-reverse")?;

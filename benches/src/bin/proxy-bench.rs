@@ -3,6 +3,11 @@
 //! streams and each proxy's peak RSS; with SOAK_SECS, a soak: STREAMS streams held open
 //! and trickling data for that long, sampling each proxy's RSS and open file descriptors
 //! every 10 s. Every transfer is SHA-256 checked.
+//!
+//! The concurrent streams carry `STREAM_KIB` KiB each (default 64). All of them are
+//! opened first (SOCKS handshake and the tunnel's open), then start writing at once: the
+//! aggregate rate is that data phase's, against the bulk stream's rate (issue 26: within
+//! 10 % of one stream).
 //! `cargo build --release -p ctcp-forward -p ctcp-reverse && \
 //!  cargo run --release -p ctcp-benches --bin proxy-bench [-- MB STREAMS [SOAK_SECS]]`
 
@@ -56,7 +61,26 @@ async fn push(
     bytes: u64,
     seed: u64,
 ) -> anyhow::Result<[u8; 32]> {
+    push_gated(socks, sink, bytes, seed, None).await
+}
+
+/// Connects through the SOCKS port; with a gate, reports the connection as open and
+/// waits for the gate to open before writing.
+async fn push_gated(
+    socks: std::net::SocketAddr,
+    sink: std::net::SocketAddr,
+    bytes: u64,
+    seed: u64,
+    gate: Option<(
+        tokio::sync::mpsc::Sender<()>,
+        tokio::sync::watch::Receiver<bool>,
+    )>,
+) -> anyhow::Result<[u8; 32]> {
     let mut c = socks_connect(socks, sink).await?;
+    if let Some((opened, mut go)) = gate {
+        opened.send(()).await?;
+        go.wait_for(|g| *g).await?;
+    }
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 256 << 10];
     let mut done = 0;
@@ -247,13 +271,26 @@ async fn main() -> anyhow::Result<()> {
         (f1 - f0 + r1 - r0) * 100.0 / mb as f64
     );
 
-    // Many concurrent streams, each 64 KiB, all held open at once.
-    let per = 64 * 1024u64;
+    // Many concurrent streams, all opened first, then written at once.
+    let kib: u64 = std::env::var("STREAM_KIB").map_or(Ok(64), |s| s.parse())?;
+    let per = kib * 1024;
     let t = ctcp_runtime::clock::now();
+    let (opened_tx, mut opened) = tokio::sync::mpsc::channel(streams.max(1));
+    let (go, gate) = tokio::sync::watch::channel(false);
     let mut tasks = Vec::with_capacity(streams);
     for s in 0..streams {
-        tasks.push(tokio::spawn(push(tcp, sink, per, 1000 + s as u64)));
+        let g = Some((opened_tx.clone(), gate.clone()));
+        tasks.push(tokio::spawn(push_gated(tcp, sink, per, 1000 + s as u64, g)));
     }
+    drop(opened_tx);
+    for _ in 0..streams {
+        tokio::time::timeout(Duration::from_secs(60), opened.recv())
+            .await?
+            .context("a stream failed to open")?;
+    }
+    let open_secs = t.elapsed().as_secs_f64();
+    let t = ctcp_runtime::clock::now();
+    go.send_replace(true);
     let mut want = std::collections::HashMap::new();
     for task in tasks {
         let d = task.await??;
@@ -275,11 +312,13 @@ async fn main() -> anyhow::Result<()> {
             bail!("stream corrupted");
         }
     }
+    let data_secs = t.elapsed().as_secs_f64();
     let (_, frss) = usage(fwd.0.id())?;
     let (_, rrss) = usage(rev.0.id())?;
+    let aggregate = (per * streams as u64) as f64 / data_secs / 1e6;
     println!(
-        "{streams} concurrent streams x 64 KiB in {:.2} s, all SHA-256 ok; peak RSS forward {} MB, reverse {} MB",
-        t.elapsed().as_secs_f64(),
+        "{streams} concurrent streams x {kib} KiB: opened in {open_secs:.2} s, data in {data_secs:.2} s = {aggregate:.1} MB/s aggregate ({:.2} x the bulk stream), all SHA-256 ok; peak RSS forward {} MB, reverse {} MB",
+        aggregate / (total as f64 / secs / 1e6),
         frss / 1024,
         rrss / 1024
     );

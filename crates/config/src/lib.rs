@@ -339,6 +339,9 @@ pub struct ReverseConfig {
     pub max_sessions: usize,
     /// Handshakes accepted per second.
     pub handshake_rate: u32,
+    /// Worker threads, each driving a shard of the sessions (its own endpoint and
+    /// `SO_REUSEPORT` socket); 0 (the default) means one per available core.
+    pub workers: usize,
     /// Drain time on SIGTERM.
     pub drain_timeout: Duration,
     /// Debug-level statistics interval.
@@ -507,6 +510,20 @@ pub fn default_acl() -> Vec<AclRule> {
         .collect()
 }
 
+/// Most worker threads (`workers`) a reverse proxy accepts: a bound on threads, sockets
+/// and per-shard buffers, far above any core count it will meet.
+pub const MAX_WORKERS: usize = 256;
+
+impl ReverseConfig {
+    /// The worker count to run: `workers`, or one per available core when it is 0.
+    pub fn worker_count(&self) -> usize {
+        match self.workers {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+}
+
 impl Default for ReverseConfig {
     fn default() -> Self {
         ReverseConfig {
@@ -517,6 +534,7 @@ impl Default for ReverseConfig {
             acl_default_allow: true,
             max_sessions: EndpointConfig::DEFAULT_MAX_SESSIONS,
             handshake_rate: EndpointConfig::DEFAULT_HANDSHAKE_RATE,
+            workers: 0,
             drain_timeout: Duration::from_secs(30),
             stats_interval: Duration::from_secs(5),
             metrics_listen: None,

@@ -105,6 +105,7 @@ struct RawReverse {
     acl_default: Option<String>,
     max_sessions: Option<usize>,
     handshake_rate: Option<u32>,
+    workers: Option<usize>,
     #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
     drain_timeout: Option<Duration>,
     #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
@@ -363,6 +364,18 @@ pub(crate) fn reverse(text: &str, src: &str) -> Result<ReverseConfig, ConfigErro
             format!("must be between 1 and 100000 (got {max_sessions})"),
         ));
     }
+    let workers = raw.workers.unwrap_or(d.workers);
+    if workers > crate::MAX_WORKERS {
+        return Err(ConfigError::new(
+            src,
+            Some(text),
+            "workers",
+            format!(
+                "must be between 0 (one per core) and {} (got {workers})",
+                crate::MAX_WORKERS
+            ),
+        ));
+    }
     let udp = UdpFlowConfig {
         max_flows: raw.udp_max_flows.unwrap_or(d.udp.max_flows),
         idle_timeout: raw.udp_idle_timeout.unwrap_or(d.udp.idle_timeout),
@@ -376,6 +389,7 @@ pub(crate) fn reverse(text: &str, src: &str) -> Result<ReverseConfig, ConfigErro
         acl_default_allow,
         max_sessions,
         handshake_rate: raw.handshake_rate.unwrap_or(d.handshake_rate),
+        workers,
         drain_timeout: raw.drain_timeout.unwrap_or(d.drain_timeout),
         stats_interval: raw.stats_interval.unwrap_or(d.stats_interval),
         metrics_listen: raw.metrics_listen,

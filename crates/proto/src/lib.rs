@@ -63,7 +63,7 @@ pub use connection::{
 };
 pub use crypto::Psk;
 pub use datagram::{DatagramError, DatagramStats};
-pub use endpoint::{ConnectionHandle, DropCounters, Endpoint, EndpointConfig};
+pub use endpoint::{shard_of, ConnectionHandle, DropCounters, Endpoint, EndpointConfig, Shard};
 pub use frame::{OpenResult, StreamId, Target};
 pub use stream::ReadOutcome;
 

@@ -341,15 +341,33 @@ impl Streams {
         cap: usize,
         events: &mut VecDeque<Event>,
     ) {
-        let ids: Vec<StreamId> = self
-            .map
-            .range(self.rr_cursor..)
-            .chain(self.map.range(..self.rr_cursor))
-            .filter(|(_, s)| s.send.has_frame())
-            .map(|(id, _)| *id)
-            .collect();
+        // Round-robin from the cursor, once around, each stream with a frame to send
+        // visited in turn; the next one is looked up only when the payload has room, so a
+        // symbol costs the streams it carries, not every stream of the session (1,000
+        // streams with data made each packet walk 1,000 entries). Only the visited stream
+        // changes in a turn, so looking its successor up late finds what an up-front list
+        // would have.
+        let start = self.rr_cursor;
+        let (mut pos, mut wrapped) = (start, false);
         let mut open_tail = None;
-        for id in ids {
+        loop {
+            let range = if wrapped {
+                self.map.range(pos..start)
+            } else {
+                self.map.range(pos..)
+            };
+            let Some(id) = range
+                .filter(|(_, s)| s.send.has_frame())
+                .map(|(id, _)| *id)
+                .next()
+            else {
+                if wrapped {
+                    break;
+                }
+                (pos, wrapped) = (0, true);
+                continue;
+            };
+            pos = id + 1;
             let room = cap.saturating_sub(payload.len());
             let session_credit = self.peer_max_data.saturating_sub(self.data_sent) as usize;
             let Some(s) = self.map.get_mut(&id) else {

@@ -118,3 +118,75 @@ fn the_session_limit_and_the_handshake_rate_refuse_the_excess() {
         assert!(srv.drops().refused >= (5 - admitted) as u64);
     }
 }
+
+#[test]
+fn shards_share_the_session_limit_and_clients_draw_ids_they_own() {
+    use ctcp_proto::{shard_of, Endpoint, EndpointConfig, Psk, Shard};
+    use std::net::SocketAddr;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let psk = Psk::new(&[9; 32]).unwrap();
+    let count = Arc::new(AtomicUsize::new(0));
+    // Two server shards with one limit of 3 sessions between them.
+    let mut shards: Vec<Endpoint> = (0..2)
+        .map(|index| {
+            let mut sc = EndpointConfig::new(psk.clone(), TransportConfig::default(), true);
+            sc.max_sessions = 3;
+            sc.shard = Some(Shard { index, count: 2 });
+            sc.session_count = Some(count.clone());
+            Endpoint::new(sc, [1 + index as u8; 32])
+        })
+        .collect();
+    let sa: SocketAddr = ([10, 1, 0, 2], 7000).into();
+    let t0 = Duo::new(TransportConfig::default()).now;
+    // Six clients, three drawing ids of each shard.
+    let mut clients: Vec<(Endpoint, SocketAddr, usize)> = (0..6u8)
+        .map(|i| {
+            let mut cc = EndpointConfig::new(psk.clone(), TransportConfig::default(), false);
+            let shard = Shard {
+                index: usize::from(i % 2),
+                count: 2,
+            };
+            cc.shard = Some(shard);
+            let mut c = Endpoint::new(cc, [10 + i; 32]);
+            let h = c.connect(t0, sa);
+            assert!(
+                shard.owns(h.0),
+                "client {i} drew id {} outside its shard",
+                h.0
+            );
+            assert_eq!(shard_of(h.0, 2), shard.index);
+            (c, ([10, 2, 0, i], 5000).into(), shard.index)
+        })
+        .collect();
+    let mut out = Vec::new();
+    for step in 0..200u64 {
+        let now = t0 + Duration::from_millis(step);
+        for (c, ca, shard) in clients.iter_mut() {
+            while let Some(t) = c.poll_transmit(now, &mut out) {
+                let mut b = out[..t.size].to_vec();
+                shards[*shard].handle_datagram(now, *ca, &mut b);
+            }
+        }
+        for srv in shards.iter_mut() {
+            while let Some(t) = srv.poll_transmit(now, &mut out) {
+                let mut b = out[..t.size].to_vec();
+                if let Some((c, _, _)) = clients.iter_mut().find(|(_, a, _)| *a == t.destination) {
+                    c.handle_datagram(now, sa, &mut b);
+                }
+            }
+        }
+    }
+    let held: usize = shards.iter().map(Endpoint::connection_count).sum();
+    assert_eq!(
+        held, 3,
+        "the shards admitted {held} sessions under a shared limit of 3"
+    );
+    assert_eq!(count.load(Ordering::Relaxed), 3);
+    drop(shards);
+    assert_eq!(
+        count.load(Ordering::Relaxed),
+        0,
+        "dropped shards give their sessions back"
+    );
+}

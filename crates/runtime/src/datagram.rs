@@ -53,40 +53,52 @@ impl Driver {
     /// session's counters are kept as last seen here (at each call, each second while a
     /// datagram relay runs, and when the session ends, from its final state).
     pub fn datagram_totals(&self) -> DatagramStats {
-        let mut inner = self.shared.lock();
-        let Inner {
-            endpoint,
-            datagrams,
-            ..
-        } = &mut *inner;
-        let live: HashMap<ConnectionHandle, DatagramStats> = endpoint
-            .handles()
-            .into_iter()
-            .filter_map(|h| endpoint.connection(h).map(|c| (h, c.datagram_stats())))
-            .collect();
-        let gone: Vec<ConnectionHandle> = datagrams
-            .seen
-            .keys()
-            .filter(|h| !live.contains_key(h))
-            .copied()
-            .collect();
-        for h in gone {
-            if let Some(st) = datagrams.seen.remove(&h) {
-                add_stats(&mut datagrams.retired, &st);
-            }
+        let mut total = DatagramStats::default();
+        for s in self.shared.shards() {
+            add_stats(&mut total, &shard_datagram_totals(&mut s.lock()));
         }
-        let mut total = datagrams.retired;
-        for st in live.values() {
-            add_stats(&mut total, st);
-        }
-        datagrams.seen = live;
         total
     }
 
     /// Datagrams the driver received that no relay took (its channel was full).
     pub fn datagrams_unrelayed(&self) -> u64 {
-        self.shared.lock().datagrams.dropped.load(Ordering::Relaxed)
+        self.shared
+            .shards()
+            .iter()
+            .map(|s| s.lock().datagrams.dropped.load(Ordering::Relaxed))
+            .sum()
     }
+}
+
+/// One shard's datagram counters, live and ended sessions'.
+fn shard_datagram_totals(inner: &mut Inner) -> DatagramStats {
+    let Inner {
+        endpoint,
+        datagrams,
+        ..
+    } = inner;
+    let live: HashMap<ConnectionHandle, DatagramStats> = endpoint
+        .handles()
+        .into_iter()
+        .filter_map(|h| endpoint.connection(h).map(|c| (h, c.datagram_stats())))
+        .collect();
+    let gone: Vec<ConnectionHandle> = datagrams
+        .seen
+        .keys()
+        .filter(|h| !live.contains_key(h))
+        .copied()
+        .collect();
+    for h in gone {
+        if let Some(st) = datagrams.seen.remove(&h) {
+            add_stats(&mut datagrams.retired, &st);
+        }
+    }
+    let mut total = datagrams.retired;
+    for st in live.values() {
+        add_stats(&mut total, st);
+    }
+    datagrams.seen = live;
+    total
 }
 
 /// Keeps [`Driver::datagram_totals`] current while a relay runs.
@@ -190,7 +202,9 @@ fn count(c: &AtomicU64) {
 /// Points the driver's received datagrams at a new channel and returns its receiver.
 pub(crate) fn install(driver: &Driver) -> mpsc::Receiver<(ConnectionHandle, Vec<u8>)> {
     let (tx, rx) = mpsc::channel(INBOX_DATAGRAMS);
-    driver.shared.lock().datagrams.tx = Some(tx);
+    for s in driver.shared.shards() {
+        s.lock().datagrams.tx = Some(tx.clone());
+    }
     spawn_totals_ticker(driver);
     rx
 }

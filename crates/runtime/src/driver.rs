@@ -1,18 +1,23 @@
-//! The driver task: owns one ctcp-proto `Endpoint` and its UDP socket, feeds it datagrams
-//! and timeouts, flushes what it wants to send, and routes its events to stream tasks.
+//! The driver: one task per shard, each owning a ctcp-proto `Endpoint` and its UDP socket;
+//! it feeds the endpoint datagrams and timeouts, flushes what it wants to send, and routes
+//! its events to stream tasks.
 //!
-//! Stream tasks reach the endpoint through a mutex held only for short, non-blocking
-//! calls; they register wakers that the driver fires on readable/writable events.
+//! A session lives on the shard that owns its connection id (`ctcp_proto::shard_of`), so
+//! sessions on different shards never share a lock: N shards on a multi-threaded runtime
+//! use N cores. Stream tasks reach their session's endpoint through the shard's mutex,
+//! held only for short, non-blocking calls; they register wakers that the shard's task
+//! fires on readable/writable events.
 
 use crate::clock;
 use crate::udp::UdpIo;
 use ctcp_proto::{
-    ConnectionError, ConnectionHandle, Endpoint, Event, OpenResult, StreamId, Target,
+    shard_of, wire, ConnectionError, ConnectionHandle, Endpoint, Event, OpenResult, StreamId,
+    Target,
 };
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 use std::time::Duration;
@@ -48,7 +53,8 @@ pub(crate) struct Wakers {
     pub(crate) open_results: HashMap<(ConnectionHandle, StreamId), oneshot::Sender<OpenResult>>,
 }
 
-/// State shared between the driver task and stream handles.
+/// One shard's state, shared between its driver task and the stream handles of its
+/// sessions.
 pub(crate) struct Inner {
     pub(crate) endpoint: Endpoint,
     pub(crate) wakers: Wakers,
@@ -59,23 +65,32 @@ pub(crate) struct Inner {
     pub(crate) datagrams: crate::datagram::Inbox,
 }
 
-/// Handle to a running driver.
+/// Handle to a running driver: one or more shards, each an `Endpoint` with its own
+/// socket, lock and task.
 #[derive(Clone)]
 pub struct Driver {
     pub(crate) shared: Arc<Shared>,
 }
 
-pub(crate) struct Shared {
+/// A datagram one shard read for a session another shard owns.
+type Routed = (SocketAddr, Vec<u8>);
+
+/// Datagrams queued for another shard, at most; beyond it they are dropped (counted), as
+/// a full socket buffer would drop them.
+const ROUTE_QUEUE: usize = 1024;
+
+/// One worker's share of the sessions: the sessions whose connection id it owns
+/// (`ctcp_proto::shard_of`).
+pub(crate) struct Shard {
     inner: Mutex<Inner>,
+    /// Wakes this shard's driver task: a stream made something sendable, or a session
+    /// was started or is to close.
     pub(crate) wake: Notify,
-    local_addr: SocketAddr,
-    /// Set by [`Driver::close_all`]: close every session, then stop.
-    closing: AtomicBool,
-    /// Turns true when the driver task has stopped.
-    stopped: watch::Sender<bool>,
+    /// Datagrams other shards read for this shard's sessions.
+    routed: mpsc::Sender<Routed>,
 }
 
-impl Shared {
+impl Shard {
     pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock is a bug elsewhere; keep serving with the state as is.
         self.inner
@@ -84,10 +99,36 @@ impl Shared {
     }
 }
 
+pub(crate) struct Shared {
+    shards: Box<[Shard]>,
+    local_addr: SocketAddr,
+    /// Set by [`Driver::close_all`]: close every session, then stop.
+    closing: AtomicBool,
+    /// Shards whose task has stopped; the driver has stopped when all have.
+    stopped: watch::Sender<usize>,
+    /// Where [`Driver::connect`] starts its next session (round-robin over shards).
+    next_connect: AtomicUsize,
+    /// Datagrams a shard read for another whose queue was full.
+    route_dropped: AtomicU64,
+}
+
+impl Shared {
+    /// The shard that owns session `h`.
+    pub(crate) fn shard(&self, h: ConnectionHandle) -> &Shard {
+        &self.shards[shard_of(h.0, self.shards.len())]
+    }
+
+    /// Every shard.
+    pub(crate) fn shards(&self) -> &[Shard] {
+        &self.shards
+    }
+}
+
 impl std::fmt::Debug for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Driver")
             .field("local_addr", &self.shared.local_addr)
+            .field("shards", &self.shared.shards.len())
             .finish()
     }
 }
@@ -101,195 +142,158 @@ pub struct DriverChannels {
     pub sessions: mpsc::UnboundedReceiver<SessionEvent>,
 }
 
+/// The senders a shard task reports on.
+#[derive(Clone)]
+struct Reports {
+    incoming: mpsc::UnboundedSender<IncomingStream>,
+    sessions: mpsc::UnboundedSender<SessionEvent>,
+}
+
 impl Driver {
-    /// Binds `socket`, starts the driver task on the current tokio runtime, and returns a
-    /// handle plus the event channels.
+    /// Starts one driver task per `(endpoint, socket)` pair on the current tokio runtime
+    /// and returns a handle plus the event channels.
     ///
-    /// When `shutdown` turns true the endpoint stops accepting new sessions (an INITIATE
+    /// With more than one pair, the pairs are shards: the sockets share one address
+    /// ([`crate::udp::bind_shards`]), endpoint `i` owns the connection ids
+    /// `ctcp_proto::shard_of(id, n) == i`, and a datagram a shard reads for another's
+    /// session is handed to the owner. Each shard has its own lock, so sessions on
+    /// different shards run on different cores of a multi-threaded runtime.
+    ///
+    /// When `shutdown` turns true the endpoints stop accepting new sessions (an INITIATE
     /// is answered "busy") but live sessions carry on, so their streams can drain; the role
-    /// then calls [`Driver::close_all`]. The task ends once shutdown or closing is set and
-    /// no session is left.
+    /// then calls [`Driver::close_all`]. A task ends once shutdown or closing is set and
+    /// its shard holds no session.
     ///
     /// # Errors
-    /// Fails if the socket cannot be set up for asynchronous I/O.
+    /// Fails if a socket cannot be set up for asynchronous I/O.
+    ///
+    /// # Panics
+    /// If `shards` is empty.
     pub fn spawn(
-        mut endpoint: Endpoint,
-        socket: std::net::UdpSocket,
-        mut shutdown: watch::Receiver<bool>,
+        shards: Vec<(Endpoint, std::net::UdpSocket)>,
+        shutdown: watch::Receiver<bool>,
     ) -> io::Result<(Driver, DriverChannels)> {
-        let mut io = UdpIo::new(socket)?;
-        let local_addr = io.local_addr()?;
-        endpoint.set_wall_clock(clock::now(), clock::unix_ms());
+        assert!(!shards.is_empty(), "a driver needs at least one shard");
+        let mut ios = Vec::with_capacity(shards.len());
+        let mut states = Vec::with_capacity(shards.len());
+        let mut receivers = Vec::with_capacity(shards.len());
+        let mut local_addr = None;
+        for (mut endpoint, socket) in shards {
+            let io = UdpIo::new(socket)?;
+            local_addr.get_or_insert(io.local_addr()?);
+            endpoint.set_wall_clock(clock::now(), clock::unix_ms());
+            let (routed, rx) = mpsc::channel(ROUTE_QUEUE);
+            states.push(Shard {
+                inner: Mutex::new(Inner {
+                    endpoint,
+                    wakers: Wakers::default(),
+                    lost: HashMap::new(),
+                    totals: crate::metrics::Totals::default(),
+                    datagrams: crate::datagram::Inbox::default(),
+                }),
+                wake: Notify::new(),
+                routed,
+            });
+            ios.push(io);
+            receivers.push(rx);
+        }
         let shared = Arc::new(Shared {
-            inner: Mutex::new(Inner {
-                endpoint,
-                wakers: Wakers::default(),
-                lost: HashMap::new(),
-                totals: crate::metrics::Totals::default(),
-                datagrams: crate::datagram::Inbox::default(),
-            }),
-            wake: Notify::new(),
-            local_addr,
+            shards: states.into_boxed_slice(),
+            local_addr: local_addr.unwrap_or_else(|| unreachable!("asserted non-empty")),
             closing: AtomicBool::new(false),
-            stopped: watch::channel(false).0,
+            stopped: watch::channel(0).0,
+            next_connect: AtomicUsize::new(0),
+            route_dropped: AtomicU64::new(0),
         });
         let (incoming_tx, incoming) = mpsc::unbounded_channel();
         let (sessions_tx, sessions) = mpsc::unbounded_channel();
-        let driver = Driver {
-            shared: shared.clone(),
+        let reports = Reports {
+            incoming: incoming_tx,
+            sessions: sessions_tx,
         };
-        tokio::spawn(async move {
-            let gso = io.max_gso_segments().clamp(1, 32);
-            // GSO batches, written by the endpoint where they are sent from.
-            let mut batches: Vec<(Vec<u8>, SocketAddr, usize)> = Vec::new();
-            let mut closed = false;
-            loop {
-                let timeout = shared.lock().endpoint.poll_timeout();
-                let sleep = async {
-                    match timeout {
-                        Some(t) => tokio::time::sleep_until(t.into()).await,
-                        None => tokio::time::sleep(Duration::from_secs(3600)).await,
-                    }
-                };
-                tokio::select! {
-                    r = io.readable() => {
-                        if let Err(e) = r {
-                            tracing::error!(error = %e, "UDP socket failed");
-                            break;
-                        }
-                        let mut inner = shared.lock();
-                        let now = clock::now();
-                        let before = inner.endpoint.connection_count();
-                        let res = io.drain(|from, data| inner.endpoint.handle_datagram(now, from, data));
-                        // A server session is established when an INITIATE creates it, with
-                        // no Connected event: report and count the new ones here.
-                        if inner.endpoint.connection_count() > before {
-                            let Inner { endpoint, totals, .. } = &mut *inner;
-                            for h in totals.on_accepted(endpoint) {
-                                let _ = sessions_tx.send(SessionEvent::Connected(h));
-                            }
-                        }
-                        if let Err(e) = res {
-                            tracing::warn!(error = %e, "UDP receive error");
-                        }
-                    }
-                    _ = sleep => {
-                        shared.lock().endpoint.handle_timeout(clock::now());
-                    }
-                    _ = shared.wake.notified() => {}
-                    _ = shutdown.changed() => {
-                        if *shutdown.borrow() {
-                            shared.lock().endpoint.stop_accepting();
-                        }
-                    }
-                }
-                if !closed && shared.closing.load(Ordering::Acquire) {
-                    closed = true;
-                    let mut inner = shared.lock();
-                    for h in inner.endpoint.handles() {
-                        if let Some(c) = inner.endpoint.connection_mut(h) {
-                            c.close(0, "shutdown");
-                        }
-                    }
-                }
-                {
-                    let mut inner = shared.lock();
-                    let now = clock::now();
-                    if inner.endpoint.poll_timeout().is_some_and(|t| t <= now) {
-                        inner.endpoint.handle_timeout(now);
-                    }
-                    route_events(&mut inner, &incoming_tx, &sessions_tx);
-                }
-                // Flush: have the endpoint write GSO batches under the lock (up to
-                // FLUSH_BATCHES of them), send them without it.
-                loop {
-                    let mut n = 0;
-                    {
-                        let mut inner = shared.lock();
-                        let now = clock::now();
-                        while n < FLUSH_BATCHES {
-                            if batches.len() == n {
-                                batches.push((Vec::with_capacity(gso * 1500), local_addr, 0));
-                            }
-                            let (buf, dest, seg) = &mut batches[n];
-                            let Some(t) = inner.endpoint.poll_transmit_batch(now, gso, buf) else {
-                                break;
-                            };
-                            (*dest, *seg) = (t.destination, t.segment_size);
-                            n += 1;
-                        }
-                        route_events(&mut inner, &incoming_tx, &sessions_tx);
-                    }
-                    if n == 0 {
-                        break;
-                    }
-                    for (buf, dest, seg) in &batches[..n] {
-                        let seg = Some(*seg).filter(|s| buf.len() > *s);
-                        if let Err(e) = io.send(*dest, buf, seg).await {
-                            tracing::debug!(error = %e, %dest, "UDP send failed");
-                        }
-                    }
-                }
-                if (closed || *shutdown.borrow()) && shared.lock().endpoint.connection_count() == 0
-                {
-                    break;
-                }
-            }
-            tracing::debug!("driver stopped");
-            shared.stopped.send_replace(true);
-        });
-        Ok((driver, DriverChannels { incoming, sessions }))
+        for (index, (io, routed)) in ios.into_iter().zip(receivers).enumerate() {
+            tokio::spawn(run_shard(
+                shared.clone(),
+                index,
+                io,
+                routed,
+                reports.clone(),
+                shutdown.clone(),
+            ));
+        }
+        Ok((Driver { shared }, DriverChannels { incoming, sessions }))
     }
 
     /// Closes every session (CLOSE to each peer) and stops the driver once they are gone.
     pub fn close_all(&self) {
         self.shared.closing.store(true, Ordering::Release);
-        self.shared.wake.notify_one();
+        for s in self.shared.shards() {
+            s.wake.notify_one();
+        }
     }
 
-    /// Completes when the driver task has stopped.
+    /// Completes when every shard's task has stopped.
     pub async fn stopped(&self) {
         let mut rx = self.shared.stopped.subscribe();
+        let n = self.shared.shards.len();
         // The sender lives in `Shared`, which this handle keeps alive: `wait_for` ends only
-        // when the flag turns true.
-        let _ = rx.wait_for(|s| *s).await;
+        // when every shard has counted itself out.
+        let _ = rx.wait_for(|s| *s >= n).await;
     }
 
     /// Whether closing every session now would lose nothing: no open stream, and every
     /// byte sent has been acknowledged by the peer.
     pub fn is_quiescent(&self) -> bool {
-        let inner = self.shared.lock();
-        inner.endpoint.handles().into_iter().all(|h| {
-            inner
-                .endpoint
-                .connection(h)
-                .is_none_or(|c| c.is_quiescent())
+        self.shared.shards().iter().all(|s| {
+            let inner = s.lock();
+            inner.endpoint.handles().into_iter().all(|h| {
+                inner
+                    .endpoint
+                    .connection(h)
+                    .is_none_or(|c| c.is_quiescent())
+            })
         })
     }
 
     /// Open streams across all sessions.
     pub fn open_streams(&self) -> usize {
-        let inner = self.shared.lock();
-        inner
-            .endpoint
-            .handles()
-            .into_iter()
-            .filter_map(|h| inner.endpoint.connection(h).map(|c| c.stream_count()))
+        self.shared
+            .shards()
+            .iter()
+            .map(|s| {
+                let inner = s.lock();
+                inner
+                    .endpoint
+                    .handles()
+                    .into_iter()
+                    .filter_map(|h| inner.endpoint.connection(h).map(|c| c.stream_count()))
+                    .sum::<usize>()
+            })
             .sum()
     }
 
-    /// The UDP address the driver is bound to.
+    /// The UDP address the driver is bound to (every shard's socket shares it).
     pub fn local_addr(&self) -> SocketAddr {
         self.shared.local_addr
     }
 
-    /// Starts a session to `remote` and waits for the handshake.
-    ///
-    /// # Errors
-    /// Returns the reason the session ended if the handshake fails.
+    /// How many shards (endpoints, sockets and tasks) the driver runs.
+    pub fn shard_count(&self) -> usize {
+        self.shared.shards.len()
+    }
+
+    /// Datagrams one shard read for another whose queue was full, dropped.
+    pub fn route_dropped(&self) -> u64 {
+        self.shared.route_dropped.load(Ordering::Relaxed)
+    }
+
+    /// Starts a session to `remote` on the next shard (round-robin); the handshake runs
+    /// in the background.
     pub fn connect(&self, remote: SocketAddr) -> ConnectionHandle {
-        let h = self.shared.lock().endpoint.connect(clock::now(), remote);
-        self.shared.wake.notify_one();
+        let shards = self.shared.shards();
+        let i = self.shared.next_connect.fetch_add(1, Ordering::Relaxed) % shards.len();
+        let h = shards[i].lock().endpoint.connect(clock::now(), remote);
+        shards[i].wake.notify_one();
         h
     }
 
@@ -302,14 +306,15 @@ impl Driver {
         self.with_conn_wake(h, |c, w| (f(c, w), true))
     }
 
-    /// Runs `f` on a session with the lock held; wakes the driver only if `f` says the
-    /// call made something sendable (or the session is gone).
+    /// Runs `f` on a session with its shard's lock held; wakes that shard's task only if
+    /// `f` says the call made something sendable (or the session is gone).
     pub(crate) fn with_conn_wake<R>(
         &self,
         h: ConnectionHandle,
         f: impl FnOnce(&mut ctcp_proto::Connection, &mut Wakers) -> (R, bool),
     ) -> Result<R, ConnectionError> {
-        let mut inner = self.shared.lock();
+        let shard = self.shared.shard(h);
+        let mut inner = shard.lock();
         let Inner {
             endpoint,
             wakers,
@@ -331,47 +336,207 @@ impl Driver {
         };
         drop(inner);
         if wake {
-            self.shared.wake.notify_one();
+            shard.wake.notify_one();
         }
         r
     }
 
     /// Per-session statistics, for logs and metrics.
     pub fn stats(&self) -> Vec<(ConnectionHandle, ctcp_proto::ConnectionStats, usize)> {
-        let inner = self.shared.lock();
-        inner
-            .endpoint
-            .handles()
-            .into_iter()
-            .filter_map(|h| {
+        let mut all = Vec::new();
+        for s in self.shared.shards() {
+            let inner = s.lock();
+            all.extend(inner.endpoint.handles().into_iter().filter_map(|h| {
                 inner
                     .endpoint
                     .connection(h)
                     .map(|c| (h, c.stats(), c.stream_count()))
-            })
-            .collect()
+            }));
+        }
+        all
     }
 
     /// Whether a session is established.
     pub fn is_established(&self, h: ConnectionHandle) -> bool {
         self.shared
+            .shard(h)
             .lock()
             .endpoint
             .connection(h)
             .is_some_and(|c| c.is_established())
     }
 
-    /// Dropped-datagram counters of the endpoint.
+    /// Dropped-datagram counters of the endpoints, summed.
     pub fn drops(&self) -> ctcp_proto::DropCounters {
-        self.shared.lock().endpoint.drops()
+        let mut t = ctcp_proto::DropCounters::default();
+        for s in self.shared.shards() {
+            let d = s.lock().endpoint.drops();
+            t.malformed += d.malformed;
+            t.bad_handshake += d.bad_handshake;
+            t.refused += d.refused;
+            t.unknown_session += d.unknown_session;
+            t.resets_sent += d.resets_sent;
+            t.rejects_sent += d.rejects_sent;
+        }
+        t
     }
 }
 
-fn route_events(
-    inner: &mut Inner,
-    incoming: &mpsc::UnboundedSender<IncomingStream>,
-    sessions: &mpsc::UnboundedSender<SessionEvent>,
+/// One shard's driver task: feeds its endpoint the datagrams its socket reads (handing
+/// other shards theirs) and those routed to it, runs timers, routes events, and flushes.
+async fn run_shard(
+    shared: Arc<Shared>,
+    index: usize,
+    mut io: UdpIo,
+    mut routed: mpsc::Receiver<Routed>,
+    reports: Reports,
+    mut shutdown: watch::Receiver<bool>,
 ) {
+    let me = &shared.shards[index];
+    let count = shared.shards.len();
+    let local_addr = shared.local_addr;
+    let gso = io.max_gso_segments().clamp(1, 32);
+    // GSO batches, written by the endpoint where they are sent from.
+    let mut batches: Vec<(Vec<u8>, SocketAddr, usize)> = Vec::new();
+    let mut closed = false;
+    loop {
+        let timeout = me.lock().endpoint.poll_timeout();
+        let sleep = async {
+            match timeout {
+                Some(t) => tokio::time::sleep_until(t.into()).await,
+                None => tokio::time::sleep(Duration::from_secs(3600)).await,
+            }
+        };
+        tokio::select! {
+            r = io.readable() => {
+                if let Err(e) = r {
+                    tracing::error!(error = %e, "UDP socket failed");
+                    break;
+                }
+                let mut inner = me.lock();
+                let now = clock::now();
+                let before = inner.endpoint.connection_count();
+                let res = io.drain(|from, data| {
+                    match owner(data, count) {
+                        Some(k) if k != index => route(&shared, k, from, data),
+                        _ => inner.endpoint.handle_datagram(now, from, data),
+                    }
+                });
+                on_received(&mut inner, before, &reports);
+                if let Err(e) = res {
+                    tracing::warn!(error = %e, "UDP receive error");
+                }
+            }
+            Some((from, mut data)) = routed.recv() => {
+                let mut inner = me.lock();
+                let now = clock::now();
+                let before = inner.endpoint.connection_count();
+                inner.endpoint.handle_datagram(now, from, &mut data);
+                while let Ok((from, mut data)) = routed.try_recv() {
+                    inner.endpoint.handle_datagram(now, from, &mut data);
+                }
+                on_received(&mut inner, before, &reports);
+            }
+            _ = sleep => {
+                me.lock().endpoint.handle_timeout(clock::now());
+            }
+            _ = me.wake.notified() => {}
+            _ = shutdown.changed() => {
+                if *shutdown.borrow() {
+                    me.lock().endpoint.stop_accepting();
+                }
+            }
+        }
+        if !closed && shared.closing.load(Ordering::Acquire) {
+            closed = true;
+            let mut inner = me.lock();
+            for h in inner.endpoint.handles() {
+                if let Some(c) = inner.endpoint.connection_mut(h) {
+                    c.close(0, "shutdown");
+                }
+            }
+        }
+        {
+            let mut inner = me.lock();
+            let now = clock::now();
+            if inner.endpoint.poll_timeout().is_some_and(|t| t <= now) {
+                inner.endpoint.handle_timeout(now);
+            }
+            route_events(&mut inner, &reports);
+        }
+        // Flush: have the endpoint write GSO batches under the lock (up to
+        // FLUSH_BATCHES of them), send them without it.
+        loop {
+            let mut n = 0;
+            {
+                let mut inner = me.lock();
+                let now = clock::now();
+                while n < FLUSH_BATCHES {
+                    if batches.len() == n {
+                        batches.push((Vec::with_capacity(gso * 1500), local_addr, 0));
+                    }
+                    let (buf, dest, seg) = &mut batches[n];
+                    let Some(t) = inner.endpoint.poll_transmit_batch(now, gso, buf) else {
+                        break;
+                    };
+                    (*dest, *seg) = (t.destination, t.segment_size);
+                    n += 1;
+                }
+                route_events(&mut inner, &reports);
+            }
+            if n == 0 {
+                break;
+            }
+            for (buf, dest, seg) in &batches[..n] {
+                let seg = Some(*seg).filter(|s| buf.len() > *s);
+                if let Err(e) = io.send(*dest, buf, seg).await {
+                    tracing::debug!(error = %e, %dest, "UDP send failed");
+                }
+            }
+        }
+        if (closed || *shutdown.borrow()) && me.lock().endpoint.connection_count() == 0 {
+            break;
+        }
+    }
+    tracing::debug!(shard = index, "driver stopped");
+    shared.stopped.send_modify(|n| *n += 1);
+}
+
+/// The shard that owns the session a datagram names, if it names one.
+fn owner(data: &[u8], shards: usize) -> Option<usize> {
+    if shards == 1 {
+        return None;
+    }
+    wire::peek_conn_id(data)
+        .ok()
+        .map(|(_, id)| shard_of(id, shards))
+}
+
+/// Hands a datagram to the shard that owns its session (the kernel's socket choice
+/// missed: no steering program, or a peer whose address changed before the program saw
+/// it). A full queue drops it, as a full socket buffer would.
+fn route(shared: &Shared, to: usize, from: SocketAddr, data: &[u8]) {
+    let shard = &shared.shards[to];
+    if shard.routed.try_send((from, data.to_vec())).is_err() {
+        shared.route_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// After datagrams: a server session is established when an INITIATE creates it, with
+/// no Connected event, so report and count the new ones here.
+fn on_received(inner: &mut Inner, before: usize, reports: &Reports) {
+    if inner.endpoint.connection_count() > before {
+        let Inner {
+            endpoint, totals, ..
+        } = inner;
+        for h in totals.on_accepted(endpoint) {
+            let _ = reports.sessions.send(SessionEvent::Connected(h));
+        }
+    }
+}
+
+fn route_events(inner: &mut Inner, reports: &Reports) {
+    let (incoming, sessions) = (&reports.incoming, &reports.sessions);
     while let Some((h, event)) = inner.endpoint.poll_event() {
         match event {
             Event::Connected => {

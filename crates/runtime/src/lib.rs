@@ -34,7 +34,7 @@ pub use socks::SocksAuth;
 pub use tunnel::TunnelStream;
 
 use ctcp_config::{ForwardConfig, ReverseConfig};
-use ctcp_proto::{Endpoint, EndpointConfig, Psk, TransportConfig};
+use ctcp_proto::{Endpoint, EndpointConfig, Psk, Shard, TransportConfig};
 use rand::RngCore;
 use std::io;
 use std::net::SocketAddr;
@@ -164,6 +164,9 @@ pub struct ReverseSettings {
     pub max_sessions: usize,
     /// Handshakes accepted per second.
     pub handshake_rate: u32,
+    /// Driver shards: each its own endpoint, socket (`SO_REUSEPORT`, steered by
+    /// connection id) and task, so sessions spread over this many cores.
+    pub workers: usize,
     /// Drain time on shutdown.
     pub drain_timeout: Duration,
     /// Statistics log interval (debug level).
@@ -189,6 +192,7 @@ impl ReverseSettings {
             connect_timeout: cfg.connect_timeout,
             max_sessions: cfg.max_sessions,
             handshake_rate: cfg.handshake_rate,
+            workers: cfg.worker_count(),
             drain_timeout: cfg.drain_timeout,
             stats_interval: cfg.stats_interval,
             metrics_listen: cfg.metrics_listen,
@@ -350,7 +354,7 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
         os_seed(),
     );
     let (shutdown, rx) = watch::channel(false);
-    let (driver, channels) = Driver::spawn(endpoint, udp, rx.clone())?;
+    let (driver, channels) = Driver::spawn(vec![(endpoint, udp)], rx.clone())?;
     tokio::spawn(signals::periodic_stats(
         driver.clone(),
         s.stats_interval,
@@ -403,7 +407,8 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
 /// # Errors
 /// Fails if the UDP socket cannot be bound.
 pub async fn start_reverse(s: ReverseSettings) -> Result<Running, RuntimeError> {
-    let udp = std::net::UdpSocket::bind(s.listen).map_err(|source| RuntimeError::Bind {
+    let workers = s.workers.max(1);
+    let sockets = udp::bind_shards(s.listen, workers).map_err(|source| RuntimeError::Bind {
         what: "tunnel UDP socket",
         addr: s.listen,
         source,
@@ -414,15 +419,28 @@ pub async fn start_reverse(s: ReverseSettings) -> Result<Running, RuntimeError> 
         None => s.transport.clone(),
     };
     let mut cfg = EndpointConfig::new(s.psk.clone(), transport, true);
+    // The shards share the session limit; each takes its share of the handshake rate.
     cfg.max_sessions = s.max_sessions;
-    cfg.handshake_rate = s.handshake_rate;
-    let endpoint = Endpoint::new(cfg, os_seed());
+    cfg.handshake_rate = s.handshake_rate.div_ceil(workers as u32).max(1);
+    cfg.session_count = (workers > 1).then(Default::default);
+    let shards = sockets
+        .into_iter()
+        .enumerate()
+        .map(|(index, udp)| {
+            let mut cfg = cfg.clone();
+            cfg.shard = (workers > 1).then_some(Shard {
+                index,
+                count: workers,
+            });
+            (Endpoint::new(cfg, os_seed()), udp)
+        })
+        .collect();
     let (shutdown, rx) = watch::channel(false);
     let next = match &s.relay {
         Some(r) => Some(relay::NextHop::start(r, &s.transport, os_seed(), rx.clone()).await?),
         None => None,
     };
-    let (driver, channels) = Driver::spawn(endpoint, udp, rx.clone())?;
+    let (driver, channels) = Driver::spawn(shards, rx.clone())?;
     let local_addr = driver.local_addr();
     tokio::spawn(signals::periodic_stats(
         driver.clone(),

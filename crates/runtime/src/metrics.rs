@@ -5,7 +5,7 @@
 //! Sessions are named by their connection id in decimal ([`session_label`]), in these
 //! labels and in every log line (`session=…`), so the two can be matched by eye or grep.
 
-use crate::driver::Driver;
+use crate::driver::{Driver, Inner};
 use ctcp_proto::{ConnectionError, ConnectionHandle, ConnectionStats};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -343,7 +343,7 @@ pub struct ProcessTotals {
 }
 
 impl ProcessTotals {
-    /// Adds another driver's totals (a relay's next-hop side) to these.
+    /// Adds another shard's or driver's totals (a relay's next-hop side) to these.
     pub fn merge(&mut self, o: &ProcessTotals) {
         fn add<K: Ord + Copy>(a: &mut BTreeMap<K, u64>, b: &BTreeMap<K, u64>) {
             for (k, v) in b {
@@ -357,6 +357,47 @@ impl ProcessTotals {
         add(&mut self.socks_handshakes, &o.socks_handshakes);
         add(&mut self.socks_replies, &o.socks_replies);
         add(&mut self.target_connects, &o.target_connects);
+        add(&mut self.transparent, &o.transparent);
+        add(&mut self.transparent_opens, &o.transparent_opens);
+    }
+}
+
+/// One shard's totals: its ended sessions' counters plus its live ones'.
+fn shard_totals(inner: &mut Inner) -> ProcessTotals {
+    let live: HashSet<ConnectionHandle> = inner.endpoint.handles().into_iter().collect();
+    let t = &mut inner.totals;
+    // Forget sessions the endpoint has dropped: their counters are in `retired`.
+    t.retired_live.retain(|h| live.contains(h));
+    t.established.retain(|h| live.contains(h));
+    let mut transport = t.retired;
+    for h in &live {
+        if t.retired_live.contains(h) {
+            continue;
+        }
+        if let Some(c) = inner.endpoint.connection(*h) {
+            transport.add(&c.stats());
+        }
+    }
+    let mut handshakes = t.handshakes.clone();
+    let d = inner.endpoint.drops();
+    for (outcome, n) in [
+        (HandshakeOutcome::BadMac, d.bad_handshake),
+        (HandshakeOutcome::Refused, d.refused),
+    ] {
+        if n > 0 {
+            *handshakes.entry(outcome).or_default() += n;
+        }
+    }
+    ProcessTotals {
+        transport,
+        sessions_opened: t.sessions_opened,
+        sessions_closed: t.sessions_closed.clone(),
+        handshakes,
+        socks_handshakes: t.socks_handshakes.clone(),
+        socks_replies: t.socks_replies.clone(),
+        transparent: t.transparent.clone(),
+        transparent_opens: t.transparent_opens.clone(),
+        target_connects: t.target_connects.clone(),
     }
 }
 
@@ -376,55 +417,21 @@ pub struct SessionSnapshot {
 }
 
 impl Driver {
-    /// Process-wide totals: ended sessions' counters plus the live ones'.
+    /// Process-wide totals: ended sessions' counters plus the live ones', every shard's.
     pub fn totals(&self) -> ProcessTotals {
-        let mut inner = self.shared.lock();
-        let inner = &mut *inner;
-        let live: HashSet<ConnectionHandle> = inner.endpoint.handles().into_iter().collect();
-        let t = &mut inner.totals;
-        // Forget sessions the endpoint has dropped: their counters are in `retired`.
-        t.retired_live.retain(|h| live.contains(h));
-        t.established.retain(|h| live.contains(h));
-        let mut transport = t.retired;
-        for h in &live {
-            if t.retired_live.contains(h) {
-                continue;
-            }
-            if let Some(c) = inner.endpoint.connection(*h) {
-                transport.add(&c.stats());
-            }
+        let mut all = ProcessTotals::default();
+        for s in self.shared.shards() {
+            all.merge(&shard_totals(&mut s.lock()));
         }
-        let mut handshakes = t.handshakes.clone();
-        let d = inner.endpoint.drops();
-        for (outcome, n) in [
-            (HandshakeOutcome::BadMac, d.bad_handshake),
-            (HandshakeOutcome::Refused, d.refused),
-        ] {
-            if n > 0 {
-                *handshakes.entry(outcome).or_default() += n;
-            }
-        }
-        ProcessTotals {
-            transport,
-            sessions_opened: t.sessions_opened,
-            sessions_closed: t.sessions_closed.clone(),
-            handshakes,
-            socks_handshakes: t.socks_handshakes.clone(),
-            socks_replies: t.socks_replies.clone(),
-            transparent: t.transparent.clone(),
-            transparent_opens: t.transparent_opens.clone(),
-            target_connects: t.target_connects.clone(),
-        }
+        all
     }
 
     /// The live sessions with their peer and state.
     pub fn sessions(&self) -> Vec<SessionSnapshot> {
-        let inner = self.shared.lock();
-        inner
-            .endpoint
-            .handles()
-            .into_iter()
-            .filter_map(|h| {
+        let mut all = Vec::new();
+        for s in self.shared.shards() {
+            let inner = s.lock();
+            all.extend(inner.endpoint.handles().into_iter().filter_map(|h| {
                 let c = inner.endpoint.connection(h)?;
                 let state = if inner.totals.retired_live.contains(&h) || c.is_drained() {
                     "closing"
@@ -440,15 +447,20 @@ impl Driver {
                     stats: c.stats(),
                     streams: c.stream_count(),
                 })
-            })
-            .collect()
+            }));
+        }
+        all
+    }
+
+    /// The shard that keeps the counters no session owns (SOCKS, transparent, targets).
+    fn counters(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.shared.shards()[0].lock()
     }
 
     /// Counts a SOCKS handshake outcome.
     pub fn count_socks_handshake(&self, outcome: SocksOutcome) {
         *self
-            .shared
-            .lock()
+            .counters()
             .totals
             .socks_handshakes
             .entry(outcome)
@@ -458,8 +470,7 @@ impl Driver {
     /// Counts a SOCKS reply sent to a client.
     pub fn count_socks_reply(&self, code: u8) {
         *self
-            .shared
-            .lock()
+            .counters()
             .totals
             .socks_replies
             .entry(code)
@@ -469,8 +480,7 @@ impl Driver {
     /// Counts a transparent-listener connection's outcome.
     pub fn count_transparent(&self, outcome: TransparentOutcome) {
         *self
-            .shared
-            .lock()
+            .counters()
             .totals
             .transparent
             .entry(outcome)
@@ -480,8 +490,7 @@ impl Driver {
     /// Counts a transparent connection's target connect result (as a SOCKS reply code).
     pub fn count_transparent_open(&self, code: u8) {
         *self
-            .shared
-            .lock()
+            .counters()
             .totals
             .transparent_opens
             .entry(code)
@@ -491,8 +500,7 @@ impl Driver {
     /// Counts a target connect result (the reply code sent back through the tunnel).
     pub fn count_target_connect(&self, code: u8) {
         *self
-            .shared
-            .lock()
+            .counters()
             .totals
             .target_connects
             .entry(code)

@@ -94,7 +94,7 @@ impl NextHop {
         let transport = s.cap_credit(transport);
         let no_answer_after = crate::forward::no_answer_after(&transport);
         let endpoint = Endpoint::new(EndpointConfig::new(s.psk.clone(), transport, false), seed);
-        let (driver, channels) = Driver::spawn(endpoint, udp, shutdown.clone())?;
+        let (driver, channels) = Driver::spawn(vec![(endpoint, udp)], shutdown.clone())?;
         let (tx, current) = watch::channel(Hop::Connecting);
         tokio::spawn(keeper(
             driver.clone(),

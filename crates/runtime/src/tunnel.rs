@@ -210,7 +210,7 @@ impl Drop for TunnelStream {
             let id = self.id;
             let _ = self.driver.with_conn(self.conn, |c, _| c.reset(id, 0));
         }
-        let mut inner = self.driver.shared.lock();
+        let mut inner = self.driver.shared.shard(self.conn).lock();
         inner.wakers.read.remove(&(self.conn, self.id));
         inner.wakers.write.remove(&(self.conn, self.id));
     }

@@ -1,4 +1,5 @@
-//! UDP socket I/O through quinn-udp: batched receive with GRO, GSO batches on send.
+//! UDP socket I/O through quinn-udp: batched receive with GRO, GSO batches on send; the
+//! sharded bind (one `SO_REUSEPORT` socket per shard, steered by connection id).
 
 use quinn_udp::{RecvMeta, Transmit, UdpSocketState};
 use std::io::{self, IoSliceMut};
@@ -104,6 +105,135 @@ impl UdpIo {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Err(e),
             }
+        }
+    }
+}
+
+/// Binds the sockets of `shards` driver shards to `addr`.
+///
+/// One shard gets one plain socket. Several get one `SO_REUSEPORT` socket each, all on
+/// the same address, and a classic BPF program on the group that picks the socket by the
+/// connection id in the datagram (`ctcp_proto::shard_of`), so a session's
+/// datagrams reach the shard that owns it whatever address they come from (NAT
+/// rebinding included). Where the program cannot be attached the kernel picks by address
+/// hash and the driver hands misdirected datagrams to their owner.
+///
+/// A plain socket is bound first and dropped, so an address another process holds is
+/// refused as "address in use" exactly as with one socket (a sharded ctcp-reverse
+/// holding it included).
+///
+/// # Errors
+/// Fails if the address cannot be bound.
+pub(crate) fn bind_shards(addr: SocketAddr, shards: usize) -> io::Result<Vec<std::net::UdpSocket>> {
+    let probe = std::net::UdpSocket::bind(addr)?;
+    if shards <= 1 {
+        return Ok(vec![probe]);
+    }
+    // Port 0 asks for any port: the probe picked one, the group takes it over.
+    let addr = probe.local_addr()?;
+    drop(probe);
+    let mut sockets = Vec::with_capacity(shards);
+    for _ in 0..shards {
+        let s = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::DGRAM,
+            Some(socket2::Protocol::UDP),
+        )?;
+        if addr.is_ipv6() {
+            // As std's bind leaves it: the OS default (dual-stack on Linux).
+            let _ = s.only_v6();
+        }
+        s.set_reuse_port(true)?;
+        s.bind(&addr.into())?;
+        sockets.push(std::net::UdpSocket::from(s));
+    }
+    if let Err(e) = steer_by_conn_id(&sockets[0], shards) {
+        tracing::debug!(error = %e, "no reuseport steering program; shards route by connection id");
+    }
+    Ok(sockets)
+}
+
+/// Attaches the reuseport program that picks socket `conn_id % shards` of the group.
+fn steer_by_conn_id(socket: &std::net::UdpSocket, shards: usize) -> io::Result<()> {
+    use nix::libc::{sock_filter, sock_fprog};
+    use nix::sys::socket::{setsockopt, sockopt::AttachReusePortCbpf};
+    let n = u32::try_from(shards).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let op = |code: u16, jt: u8, jf: u8, k: u32| sock_filter { code, jt, jf, k };
+    // The program sees the UDP payload at offset 0. DATA and RESET carry the connection
+    // id at byte 1, the handshake packets at byte 2 (`wire::peek_conn_id`); a word load
+    // reads it big-endian, as `shard_of` does. A datagram
+    // too short to hold one ends the program with 0: shard 0 drops it as malformed.
+    let mut prog = [
+        op(0x30, 0, 0, 0),                                       // ldb [0]: packet type
+        op(0x15, 3, 0, u32::from(ctcp_proto::wire::TYPE_DATA)),  // jeq DATA -> 5
+        op(0x15, 2, 0, u32::from(ctcp_proto::wire::TYPE_RESET)), // jeq RESET -> 5
+        op(0x20, 0, 0, 2),                                       // ld [2]: handshake's id
+        op(0x05, 0, 0, 1),                                       // ja 6
+        op(0x20, 0, 0, 1),                                       // ld [1]: data's id
+        op(0x94, 0, 0, n),                                       // mod #shards
+        op(0x16, 0, 0, 0),                                       // ret a: the socket's index
+    ];
+    let fprog = sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    setsockopt(socket, AttachReusePortCbpf, &fprog).map_err(io::Error::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A datagram of type `ty` naming connection id `id`, as `wire::peek_conn_id` reads it.
+    fn datagram(ty: u8, id: u32) -> Vec<u8> {
+        let mut d = vec![ty];
+        if ty != ctcp_proto::wire::TYPE_DATA && ty != ctcp_proto::wire::TYPE_RESET {
+            d.push(ctcp_proto::wire::VERSION);
+        }
+        d.extend_from_slice(&id.to_le_bytes());
+        d.extend_from_slice(&[0; 40]);
+        assert_eq!(ctcp_proto::wire::peek_conn_id(&d).unwrap(), (ty, id));
+        d
+    }
+
+    #[test]
+    fn shards_share_the_address_and_get_their_sessions_datagrams() {
+        let shards = 3;
+        let sockets = bind_shards("127.0.0.1:0".parse().unwrap(), shards).unwrap();
+        let addr = sockets[0].local_addr().unwrap();
+        assert!(sockets.iter().all(|s| s.local_addr().unwrap() == addr));
+        for s in &sockets {
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        }
+        // Several senders: the kernel's address hash alone would spread them at random.
+        let senders: Vec<_> = (0..4)
+            .map(|_| std::net::UdpSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let types = [
+            ctcp_proto::wire::TYPE_DATA,
+            ctcp_proto::wire::TYPE_INITIATE,
+            ctcp_proto::wire::TYPE_RESET,
+        ];
+        for (i, sender) in senders.iter().enumerate() {
+            for id in [7u32, 8, 9, 0xdead_beef, 1_000_000 + i as u32] {
+                let ty = types[(id as usize + i) % types.len()];
+                sender.send_to(&datagram(ty, id), addr).unwrap();
+                let owner = ctcp_proto::shard_of(id, shards);
+                let mut buf = [0u8; 64];
+                let (n, _) = sockets[owner].recv_from(&mut buf).unwrap();
+                assert_eq!(ctcp_proto::wire::peek_conn_id(&buf[..n]).unwrap(), (ty, id));
+            }
+        }
+    }
+
+    #[test]
+    fn an_address_in_use_is_refused() {
+        let held = bind_shards("127.0.0.1:0".parse().unwrap(), 2).unwrap();
+        let addr = held[0].local_addr().unwrap();
+        for n in [1, 2] {
+            let err = bind_shards(addr, n).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
         }
     }
 }

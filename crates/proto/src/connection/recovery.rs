@@ -103,7 +103,7 @@ impl Connection {
     /// (see `RepairScheduler::owe_tail_shortfall`).
     pub(super) fn owe_tail_shortfall(&mut self) {
         let unacked = self.unacked();
-        let sent = &self.sent;
+        let sent = &mut self.sent;
         self.repair
             .owe_tail_shortfall(unacked, || sent.tail_flight());
     }

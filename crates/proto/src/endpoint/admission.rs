@@ -216,10 +216,11 @@ impl Endpoint {
             );
             return false;
         }
-        if self.handshake_tokens < 1.0 || self.connections.len() >= self.config.max_sessions {
+        let held = self.sessions_held();
+        if self.handshake_tokens < 1.0 || held >= self.config.max_sessions {
             self.drops.refused += 1;
-            tracing::info!(%from, sessions = self.connections.len(), "handshake refused: session or rate limit reached");
-            if self.connections.len() >= self.config.max_sessions {
+            tracing::info!(%from, sessions = held, "handshake refused: session or rate limit reached");
+            if held >= self.config.max_sessions {
                 self.reject(
                     from,
                     init.conn_id,

@@ -13,6 +13,7 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,6 +22,39 @@ mod admission;
 /// Names a session within an endpoint (its connection id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnectionHandle(pub u32);
+
+/// The shard that owns connection id `conn_id` when `shards` endpoints (one per worker)
+/// share one socket address: the id's four wire bytes (little-endian) read as a
+/// big-endian number, modulo `shards`. Every datagram names its connection id, so
+/// whichever shard reads it can hand it to the owner; the big-endian reading is what a
+/// kernel socket-selection program's word load sees (the runtime's reuseport filter), so
+/// the kernel computes the same index from the packet.
+pub fn shard_of(conn_id: u32, shards: usize) -> usize {
+    let key = conn_id.swap_bytes();
+    match u32::try_from(shards) {
+        Ok(0) => 0,
+        Ok(n) => (key % n) as usize,
+        // More shards than ids: every id is its own shard.
+        Err(_) => key as usize,
+    }
+}
+
+/// Which connection ids an endpoint owns when it is one of several shards behind one
+/// socket address (see [`shard_of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// This endpoint's index, `0..count`.
+    pub index: usize,
+    /// How many shards there are.
+    pub count: usize,
+}
+
+impl Shard {
+    /// Whether `conn_id` belongs to this shard.
+    pub fn owns(self, conn_id: u32) -> bool {
+        shard_of(conn_id, self.count) == self.index
+    }
+}
 
 /// Endpoint-wide settings.
 #[derive(Debug, Clone)]
@@ -37,6 +71,12 @@ pub struct EndpointConfig {
     pub handshake_rate: u32,
     /// Largest accepted difference between a client's handshake timestamp and our clock.
     pub max_clock_skew: Duration,
+    /// Set when this endpoint is one shard of several: the sessions it starts get ids it
+    /// owns, so the peer's datagrams are steered back to it.
+    pub shard: Option<Shard>,
+    /// Live sessions of every shard of the process, when several share
+    /// [`EndpointConfig::max_sessions`]; `None` counts this endpoint's sessions alone.
+    pub session_count: Option<Arc<AtomicUsize>>,
 }
 
 impl EndpointConfig {
@@ -56,6 +96,8 @@ impl EndpointConfig {
             max_sessions: Self::DEFAULT_MAX_SESSIONS,
             handshake_rate: Self::DEFAULT_HANDSHAKE_RATE,
             max_clock_skew: Duration::from_secs(120),
+            shard: None,
+            session_count: None,
         }
     }
 }
@@ -185,6 +227,15 @@ impl Endpoint {
         self.connections.len()
     }
 
+    /// Live sessions counted against [`EndpointConfig::max_sessions`]: every shard's when
+    /// they share a count, else this endpoint's.
+    fn sessions_held(&self) -> usize {
+        self.config
+            .session_count
+            .as_ref()
+            .map_or(self.connections.len(), |c| c.load(Ordering::Relaxed))
+    }
+
     /// Handles of all live sessions.
     pub fn handles(&self) -> Vec<ConnectionHandle> {
         self.order.iter().map(|&c| ConnectionHandle(c)).collect()
@@ -202,8 +253,9 @@ impl Endpoint {
 
     /// Starts a session to `remote`.
     pub fn connect(&mut self, now: Instant, remote: SocketAddr) -> ConnectionHandle {
+        let shard = self.config.shard;
         let mut conn_id = self.rng.next_u32();
-        while self.connections.contains_key(&conn_id) {
+        while self.connections.contains_key(&conn_id) || shard.is_some_and(|s| !s.owns(conn_id)) {
             conn_id = self.rng.next_u32();
         }
         let mut client_random = [0u8; RANDOM_LEN];
@@ -233,6 +285,9 @@ impl Endpoint {
     fn insert(&mut self, id: u32, conn: Connection) {
         self.connections.insert(id, conn);
         self.order.push(id);
+        if let Some(c) = &self.config.session_count {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     fn refill(&mut self, now: Instant) {
@@ -437,12 +492,25 @@ impl Endpoint {
             .filter(|id| self.connections.get(id).is_none_or(|c| c.is_drained()))
             .collect();
         for id in drained {
-            self.connections.remove(&id);
+            if self.connections.remove(&id).is_some() {
+                if let Some(c) = &self.config.session_count {
+                    c.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
             self.order.retain(|&x| x != id);
         }
         if self.cursor >= self.order.len() {
             self.cursor = 0;
         }
         None
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        // The shared count outlives this shard: give back the sessions it still held.
+        if let Some(c) = &self.config.session_count {
+            c.fetch_sub(self.connections.len(), Ordering::Relaxed);
+        }
     }
 }

@@ -8,8 +8,12 @@
 use crate::repair::RepairOrigin;
 use crate::wire::Ack;
 use ctcp_rlnc::SymbolId;
-use std::collections::VecDeque;
+use flight::{settle_key, FlightCounts};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
+
+mod flight;
 
 /// How many declared-lost, already trimmed packets are remembered for spurious-loss
 /// detection. Why: the sent log drops a lost packet at once, so when a reordered packet
@@ -130,6 +134,16 @@ pub(crate) struct SentLedger {
     recent_lost: VecDeque<(u64, Instant)>,
     in_flight: u64,
     largest_acked: Option<u64>,
+    /// Every packet in flight, by kind (`flight.rs`).
+    flight: FlightCounts,
+    /// Packets in flight above the largest acknowledged (all of them before any ACK).
+    beyond: FlightCounts,
+    /// Packets that entered flight, by `settle_key` (smallest first) with their number;
+    /// one that left flight otherwise is skipped when it surfaces.
+    settle_queue: BinaryHeap<Reverse<(SymbolId, u64)>>,
+    /// Numbers of speculative repairs sent, oldest first; those that left flight are
+    /// dropped from either end as they are met.
+    speculative: VecDeque<u64>,
 }
 
 impl SentLedger {
@@ -146,6 +160,10 @@ impl SentLedger {
     /// Records the datagram numbered [`SentLedger::next_pn`] as sent at `now`; an
     /// ack-eliciting one counts in flight. Returns the packets in flight.
     pub(crate) fn on_sent(&mut self, now: Instant, kind: SentKind, eliciting: bool) -> u64 {
+        let pn = self.next_pn;
+        if eliciting {
+            self.entered_flight(pn, kind);
+        }
         self.next_pn += 1;
         self.sent.push_back(SentPacket {
             time: now,
@@ -191,10 +209,7 @@ impl SentLedger {
         for p in self.sent.range_mut(range_start.min(range_end)..range_end) {
             p.missed |= !p.acked;
         }
-        self.largest_acked = Some(
-            self.largest_acked
-                .map_or(ack.largest_pn, |l| l.max(ack.largest_pn)),
-        );
+        self.advance_largest(ack.largest_pn);
         out
     }
 
@@ -236,13 +251,15 @@ impl SentLedger {
             // Spurious loss: it was only late. Reordering, not congestion.
             return;
         }
+        let (kind, time, eliciting) = (p.kind, p.time, p.ack_eliciting);
         if p.in_flight {
             p.in_flight = false;
             self.in_flight -= 1;
             out.newly_acked += 1;
+            self.left_flight(pn, kind);
         }
         if out.largest.is_none_or(|(l, _, _)| pn > l) {
-            out.largest = Some((pn, p.time, p.ack_eliciting));
+            out.largest = Some((pn, time, eliciting));
         }
     }
 
@@ -250,23 +267,38 @@ impl SentLedger {
     /// below `covered`): sources below it and repairs ending at or below it. Returns how
     /// many packets left flight.
     pub(crate) fn settle_covered(&mut self, covered: SymbolId) -> u64 {
+        // Only the packets whose key the ACK passed are visited: the queue holds every
+        // packet in flight by key, so none is missed, and the order of settling is
+        // immaterial (each is settled on its own).
         let mut settled = 0;
-        for p in self.sent.iter_mut() {
+        while let Some(&Reverse((key, pn))) = self.settle_queue.peek() {
+            if key > covered {
+                break;
+            }
+            self.settle_queue.pop();
+            let Some(p) = pn
+                .checked_sub(self.base)
+                .and_then(|i| self.sent.get_mut(i as usize))
+            else {
+                continue; // trimmed: it left flight long ago
+            };
             if p.in_flight && !p.acked {
-                let obsolete = match p.kind {
-                    SentKind::Source(id) => id < covered,
-                    SentKind::Repair { end, .. } => end <= covered,
-                    SentKind::Control => false,
-                };
-                if obsolete {
-                    p.in_flight = false;
-                    p.acked = true;
-                    p.vanished = p.missed;
-                    self.in_flight -= 1;
-                    settled += 1;
-                }
+                p.in_flight = false;
+                p.acked = true;
+                p.vanished = p.missed;
+                self.in_flight -= 1;
+                settled += 1;
+                let kind = p.kind;
+                self.left_flight(pn, kind);
             }
         }
+        debug_assert!(
+            !self
+                .sent
+                .iter()
+                .any(|p| p.in_flight && settle_key(p.kind).is_some_and(|k| k <= covered)),
+            "the settle queue missed an obsolete packet"
+        );
         settled
     }
 
@@ -301,7 +333,9 @@ impl SentLedger {
                 self.in_flight -= 1;
                 scan.lost += 1;
                 scan.latest_lost_time = Some(p.time);
-                on_lost(p.kind);
+                let kind = p.kind;
+                on_lost(kind);
+                self.left_flight(pn, kind);
             } else {
                 let t = p.time + delay;
                 scan.loss_time = Some(scan.loss_time.map_or(t, |l: Instant| l.min(t)));
@@ -346,41 +380,58 @@ impl SentLedger {
     }
 
     /// Among packets sent after `pn`: what is in flight, and the first source symbol.
-    pub(crate) fn sent_after(&self, pn: u64) -> (InFlightAfter, Option<SymbolId>) {
+    pub(crate) fn sent_after(&mut self, pn: u64) -> (InFlightAfter, Option<SymbolId>) {
         self.in_flight_from(self.index_after(pn))
     }
 
     /// From the `from`-th entry of the log on: what is in flight, and the first source
     /// symbol.
-    pub(crate) fn in_flight_from(&self, from: usize) -> (InFlightAfter, Option<SymbolId>) {
-        let mut n = InFlightAfter::default();
-        let mut first = None;
-        for p in self.sent.iter().skip(from) {
-            match p.kind {
-                SentKind::Repair { origin, .. } if p.in_flight => match origin {
-                    RepairOrigin::Debt => n.reactive += 1,
-                    RepairOrigin::Credit | RepairOrigin::Tail => {
-                        n.speculative += 1;
-                        n.covered_sources = n.sources;
-                    }
-                    // A margin copy in flight stands in for a replacement that is lost;
-                    // it covers no hole of its own.
-                    RepairOrigin::Margin => {}
-                },
-                SentKind::Source(id) => {
-                    n.sources += u32::from(p.in_flight);
-                    first.get_or_insert(id);
-                }
-                SentKind::Repair { .. } | SentKind::Control => {}
-            }
+    pub(crate) fn in_flight_from(&mut self, from: usize) -> (InFlightAfter, Option<SymbolId>) {
+        let boundary = self
+            .largest_acked
+            .map_or(0, |l| (l + 1).saturating_sub(self.base) as usize);
+        if from != boundary {
+            return self.walk_from(from);
         }
+        // From the largest acknowledged on (every ACK's case) the counts are kept; left
+        // to walk: up to the first source symbol (the next entry, as a rule) and the
+        // entries after the newest speculative repair in flight.
+        let c = self.beyond;
+        let mut n = InFlightAfter {
+            reactive: c.reactive,
+            speculative: c.speculative,
+            sources: c.sources,
+            covered_sources: 0,
+        };
+        let first = self.sent.iter().skip(from).find_map(|p| match p.kind {
+            SentKind::Source(id) => Some(id),
+            _ => None,
+        });
+        if let Some(at) = self
+            .newest_speculative()
+            .map(|pn| (pn - self.base) as usize)
+            .filter(|&at| at >= from)
+        {
+            let later = self
+                .sent
+                .iter()
+                .skip(at + 1)
+                .filter(|p| p.in_flight && matches!(p.kind, SentKind::Source(_)))
+                .count();
+            n.covered_sources = n.sources.saturating_sub(later as u32);
+        }
+        debug_assert_eq!(
+            (n, first),
+            self.walk_from(from),
+            "kept flight counts drifted"
+        );
         (n, first)
     }
 
     /// The repairs in flight beyond the largest acknowledged packet, if the flight is a
     /// tail: something was acknowledged, nothing below it is unresolved and no source is
     /// in flight above it.
-    pub(crate) fn tail_flight(&self) -> Option<InFlightAfter> {
+    pub(crate) fn tail_flight(&mut self) -> Option<InFlightAfter> {
         let largest = self.largest_acked?;
         let ack_index = self.index_after(largest).min(self.sent.len());
         if self.unresolved_before(ack_index) {
@@ -392,9 +443,15 @@ impl SentLedger {
 
     /// Whether any repair is in flight.
     pub(crate) fn repairs_in_flight(&self) -> bool {
-        self.sent
-            .iter()
-            .any(|p| p.in_flight && matches!(p.kind, SentKind::Repair { .. }))
+        let any = self.flight.has_repairs();
+        debug_assert_eq!(
+            any,
+            self.sent
+                .iter()
+                .any(|p| p.in_flight && matches!(p.kind, SentKind::Repair { .. })),
+            "kept flight counts drifted"
+        );
+        any
     }
 
     /// Counts the flight for tail repairs at `now`: a packet is overdue once `delay` past
