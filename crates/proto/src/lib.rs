@@ -56,7 +56,7 @@ mod streams;
 pub mod wire;
 
 pub use cc::ControllerKind;
-pub use config::TransportConfig;
+pub use config::{PathPolicy, TransportConfig};
 pub use connection::{
     BatchTransmit, Connection, ConnectionError, ConnectionStats, Event, Side, StreamApiError,
     Transmit,
