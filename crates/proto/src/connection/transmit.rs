@@ -282,9 +282,13 @@ impl Connection {
         if eliciting {
             p.cc.on_sent(now, 1, in_flight);
             p.on_eliciting_sent(now);
-            self.timers.last_ack_eliciting_sent = Some(now);
         }
         p.pacer.on_sent(now, buf.len() - self.bufs.start);
+        // Probes of a dead or standby path do not restart the session's probe timer: it
+        // guards the data on the paths that carry it.
+        if eliciting && !self.paths.probed(i) {
+            self.timers.last_ack_eliciting_sent = Some(now);
+        }
         self.timers.last_sent = Some(now);
         self.trim_sent(i);
         self.transmit(buf, to)
