@@ -143,6 +143,17 @@ pub(crate) struct SentLedger {
 }
 
 impl SentLedger {
+    /// An empty ledger whose first datagram is numbered `pn` (a path id used again
+    /// continues its numbers, so the peer's replay window and number reconstruction for
+    /// it stay valid).
+    pub(crate) fn starting_at(pn: u64) -> Self {
+        SentLedger {
+            next_pn: pn,
+            base: pn,
+            ..SentLedger::default()
+        }
+    }
+
     /// The number the next datagram gets.
     pub(crate) fn next_pn(&self) -> u64 {
         self.next_pn

@@ -42,6 +42,10 @@ fn run(name: &str, spec: &MultipathSpec, ideal_mbit: f64) -> MultipathReport {
         r.longest_stall_at.as_secs_f64(),
         r.p99_extra_delay_ms,
     );
+    if std::env::var_os("MULTIPATH_STATS").is_some() {
+        println!("    sender {:?}", r.sender_stats);
+        println!("    receiver {:?}", r.receiver_stats);
+    }
     r
 }
 

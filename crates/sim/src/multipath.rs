@@ -81,6 +81,10 @@ pub struct MultipathReport {
     pub sent_per_path: Vec<(Duration, Vec<u64>)>,
     /// The receiver's reads: (offset from the start, cumulative bytes).
     pub progress: Vec<(Duration, u64)>,
+    /// Sender statistics at the end.
+    pub sender_stats: Option<ctcp_proto::ConnectionStats>,
+    /// Receiver statistics at the end.
+    pub receiver_stats: Option<ctcp_proto::ConnectionStats>,
 }
 
 impl MultipathReport {
@@ -231,5 +235,7 @@ pub fn run_multipath(spec: &MultipathSpec) -> Result<MultipathReport, SimError> 
         p99_extra_delay_ms: p99_delay(&c.writes, &d.progress, fastest_owd),
         sent_per_path,
         progress: d.progress.iter().map(|&(t, b)| (t - start, b)).collect(),
+        sender_stats: c.stats(),
+        receiver_stats: r.stats(),
     })
 }

@@ -62,6 +62,19 @@ impl Connection {
         Ok(id)
     }
 
+    /// Closes path `id` (its interface went away): what it held in flight counts as lost
+    /// and is repaired over the others. Path 0 stays (it dies and is probed instead).
+    /// Returns whether a path was removed.
+    pub fn remove_path(&mut self, now: Instant, id: u8) -> bool {
+        let Some(i) = self.paths.index_of(id).filter(|_| id != 0) else {
+            return false;
+        };
+        self.lose_path_flight(now, i);
+        self.paths.remove(i);
+        tracing::debug!(conn = self.conn_id, path = id, "path removed");
+        true
+    }
+
     /// The session's paths.
     pub fn paths(&self) -> Vec<PathInfo> {
         self.paths
@@ -112,8 +125,14 @@ impl Connection {
             }
             return;
         }
-        let pending = p.validation.challenge.map(|c| c.addr);
-        if newest && pending != Some(from) {
+        // A challenge to this address already out is not repeated; one given up is tried
+        // again after a hold-off, so a replaying attacker draws a few small datagrams per
+        // hold-off, never a stream.
+        let retry = p
+            .validation
+            .challenge
+            .is_none_or(|c| c.addr != from || now >= c.created + super::path::RECHALLENGE_AFTER);
+        if newest && retry {
             tracing::debug!(conn = self.conn_id, path = p.id, old = %p.remote, new = %from, "peer address changed: challenging it");
             let token = self.paths.next_token();
             self.paths.get_mut(i).challenge(now, from, token);

@@ -23,6 +23,10 @@ use std::time::{Duration, Instant};
 /// Challenges sent for one address before it is given up (each a PTO apart).
 const CHALLENGE_TRIES: u8 = 5;
 
+/// How long after a challenge to an address was created it may be started again (when
+/// its copies went unanswered).
+pub(super) const RECHALLENGE_AFTER: Duration = Duration::from_secs(2);
+
 /// How often a path declared dead (or kept as standby) is probed.
 pub(super) const PROBE_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -167,7 +171,6 @@ impl PathData {
     /// declared dead (it comes back into use).
     pub(super) fn on_heard(&mut self) -> bool {
         self.liveness.waiting_since = None;
-        self.liveness.next_probe = None;
         std::mem::take(&mut self.liveness.dead)
     }
 

@@ -10,6 +10,7 @@
 
 use super::path::{PathData, PROBE_INTERVAL};
 use crate::config::{PathPolicy, TransportConfig};
+use crate::sent::SentLedger;
 use crate::wire::MAX_PATHS;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -29,6 +30,8 @@ pub(super) struct Paths {
     pub(super) changes: u64,
     /// Redundant policy: (path index, symbol id) copies owed.
     pub(super) copies: std::collections::VecDeque<(usize, u64)>,
+    /// The next packet number of each removed path id: an id used again continues there.
+    retired: [u64; MAX_PATHS as usize],
 }
 
 impl Paths {
@@ -40,6 +43,7 @@ impl Paths {
             tokens: 0,
             changes: 0,
             copies: std::collections::VecDeque::new(),
+            retired: [0; MAX_PATHS as usize],
         }
     }
 
@@ -95,11 +99,28 @@ impl Paths {
             return None;
         }
         let mut p = PathData::new(id, remote, false, config);
+        p.sent = SentLedger::starting_at(self.retired[usize::from(id)]);
         let token = self.next_token();
         p.challenge(now, remote, token);
         self.list.push(p);
         self.count_change();
         Some(self.list.len() - 1)
+    }
+
+    /// Removes path index `i` (never index 0): later indices shift down by one.
+    pub(super) fn remove(&mut self, i: usize) {
+        if i == 0 || i >= self.list.len() {
+            return;
+        }
+        let p = self.list.remove(i);
+        self.retired[usize::from(p.id)] = p.sent.next_pn();
+        self.copies.retain(|&(p, _)| p != i);
+        for c in &mut self.copies {
+            if c.0 > i {
+                c.0 -= 1;
+            }
+        }
+        self.count_change();
     }
 
     /// The lowest free path id, if any.
