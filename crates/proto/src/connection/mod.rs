@@ -5,14 +5,15 @@
 //! `Instant`, then drain [`Connection::poll_transmit`], [`Connection::poll_event`] and
 //! [`Connection::poll_timeout`].
 //!
-//! A `Connection` is a composition of owned parts, each with its own narrow API: the sent
-//! ledger (`crate::sent`), the repair scheduler (`crate::repair`), the streams
-//! (`crate::streams`), the ACK state (`ack`), the handshake's state (`handshake`), the
-//! congestion controller, RTT estimator, pacer and estimators. This file holds the
-//! composition and the session's lifecycle; the entry points live by concern in
-//! `handshake` (ACCEPT, train, PATH), `receive` (data packets in), `recovery` (ACKs, loss
-//! declaration, what losses owe), `timers`, `transmit` (what the next datagram carries)
-//! and `streams_api`.
+//! A `Connection` is a composition of owned parts, each with its own narrow API: the
+//! paths (`paths`, each a `path::PathData` with its own sent ledger, ACK state, congestion
+//! controller, RTT estimator, pacer and estimators), the repair scheduler
+//! (`crate::repair`), the streams (`crate::streams`) and the handshake's state
+//! (`handshake`). This file holds the composition and the session's lifecycle; the entry
+//! points live by concern in `handshake` (ACCEPT, train, PATH), `receive` (data packets
+//! in), `recovery` (ACKs, loss declaration, what losses owe), `timers`, `transmit` (what
+//! the next datagram carries), `multipath` (opening, validating, declaring dead and
+//! probing paths) and `streams_api`.
 
 use crate::config::TransportConfig;
 use crate::crypto::{PacketKey, Psk};
