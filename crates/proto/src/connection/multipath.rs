@@ -181,8 +181,9 @@ impl Connection {
         self.owe_tail_shortfall();
     }
 
-    /// Paths whose silence has become death by `now` are declared dead (never the last
-    /// usable one's peer, which the idle timeout judges).
+    /// Paths whose silence has become death by `now` are declared dead. All of them may
+    /// be (a total outage): each is probed until one answers, and the idle timeout ends
+    /// the session if none does. A single-path session never declares its path dead.
     pub(super) fn check_paths(&mut self, now: Instant) {
         if self.paths.len() < 2 {
             return;
