@@ -73,6 +73,24 @@ pub struct TransportConfig {
     /// Datagrams queued per direction at most, to send and received but not yet read;
     /// beyond it the oldest is dropped (counted).
     pub datagram_queue: usize,
+    /// How a session with several paths uses them (issue 29); a single-path session is
+    /// the same under every policy.
+    pub path_policy: PathPolicy,
+}
+
+/// How a session uses its paths when it has more than one (issue 29).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PathPolicy {
+    /// Every usable path carries data, each packet on the path where it arrives first;
+    /// the sum of the paths' rates.
+    #[default]
+    Aggregate,
+    /// One path carries data (the lowest-numbered usable one); the others carry probes
+    /// only and take over when it dies.
+    Failover,
+    /// Every packet on the earliest path, and a coded copy of it on every other usable
+    /// path: the lowest delivery delay under loss, at the cost of the other paths' rate.
+    Redundant,
 }
 
 impl Default for TransportConfig {
@@ -99,6 +117,7 @@ impl Default for TransportConfig {
             datagrams: true,
             datagram_deadline: Duration::from_millis(50),
             datagram_queue: 256,
+            path_policy: PathPolicy::Aggregate,
         }
     }
 }

@@ -355,7 +355,7 @@ pub fn open_data<'a>(
 ) -> Result<(DataHeader, &'a [u8]), CryptoError> {
     let header = DataHeader::parse(packet, replay.largest()).map_err(|_| CryptoError::Malformed)?;
     replay.check(header.pn)?;
-    let plain = key.open(header.pn, packet, DATA_HEADER_LEN)?;
+    let plain = key.open(header.nonce_pn(), packet, DATA_HEADER_LEN)?;
     replay.insert(header.pn);
     Ok((header, plain))
 }
@@ -465,7 +465,12 @@ mod tests {
         let psk = Psk::new(&[7u8; 32]).unwrap();
         let (c2s, s2c) = psk.session_keys(&[1; 32], &[2; 32]);
         let mut pkt = Vec::new();
-        DataHeader { conn_id: 3, pn: 9 }.emit(&mut pkt);
+        DataHeader {
+            conn_id: 3,
+            path: 0,
+            pn: 9,
+        }
+        .emit(&mut pkt);
         pkt.extend_from_slice(b"secret payload");
         c2s.seal(9, &mut pkt, DATA_HEADER_LEN);
         let mut copy = pkt.clone();
@@ -516,7 +521,12 @@ mod tests {
             let mut n = [0u8; 12];
             n[4..].copy_from_slice(&pn.to_be_bytes());
             let mut pkt = Vec::new();
-            DataHeader { conn_id: 3, pn }.emit(&mut pkt);
+            DataHeader {
+                conn_id: 3,
+                path: 0,
+                pn,
+            }
+            .emit(&mut pkt);
             pkt.extend((0..len).map(|i| (i * 7 + 3) as u8));
             let plain = pkt.clone();
             ours.seal(pn, &mut pkt, DATA_HEADER_LEN);
@@ -562,7 +572,12 @@ mod tests {
         let (c2s, _) = psk.session_keys(&[1; 32], &[2; 32]);
         let seal = |pn: u64| {
             let mut pkt = Vec::new();
-            DataHeader { conn_id: 3, pn }.emit(&mut pkt);
+            DataHeader {
+                conn_id: 3,
+                path: 0,
+                pn,
+            }
+            .emit(&mut pkt);
             pkt.extend_from_slice(&pn.to_le_bytes());
             c2s.seal(pn, &mut pkt, DATA_HEADER_LEN);
             pkt

@@ -56,10 +56,10 @@ mod streams;
 pub mod wire;
 
 pub use cc::ControllerKind;
-pub use config::TransportConfig;
+pub use config::{PathPolicy, TransportConfig};
 pub use connection::{
-    BatchTransmit, Connection, ConnectionError, ConnectionStats, Event, Side, StreamApiError,
-    Transmit,
+    BatchTransmit, Connection, ConnectionError, ConnectionStats, Event, PathError, PathInfo, Side,
+    StreamApiError, Transmit,
 };
 pub use crypto::Psk;
 pub use datagram::{DatagramError, DatagramStats};

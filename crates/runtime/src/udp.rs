@@ -159,19 +159,21 @@ fn steer_by_conn_id(socket: &std::net::UdpSocket, shards: usize) -> io::Result<(
     use nix::sys::socket::{setsockopt, sockopt::AttachReusePortCbpf};
     let n = u32::try_from(shards).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     let op = |code: u16, jt: u8, jf: u8, k: u32| sock_filter { code, jt, jf, k };
-    // The program sees the UDP payload at offset 0. DATA and RESET carry the connection
-    // id at byte 1, the handshake packets at byte 2 (`wire::peek_conn_id`); a word load
-    // reads it big-endian, as `shard_of` does. A datagram
-    // too short to hold one ends the program with 0: shard 0 drops it as malformed.
+    // The program sees the UDP payload at offset 0. The handshake packets carry the
+    // connection id at byte 2, every other type (DATA of every path, RESET) at byte 1
+    // (`wire::conn_id_offset`); a word load reads it big-endian, as `shard_of` does. A
+    // datagram too short to hold one ends the program with 0: shard 0 drops it as malformed.
+    use ctcp_proto::wire::{TYPE_ACCEPT, TYPE_INITIATE, TYPE_REJECT};
     let mut prog = [
-        op(0x30, 0, 0, 0),                                       // ldb [0]: packet type
-        op(0x15, 3, 0, u32::from(ctcp_proto::wire::TYPE_DATA)),  // jeq DATA -> 5
-        op(0x15, 2, 0, u32::from(ctcp_proto::wire::TYPE_RESET)), // jeq RESET -> 5
-        op(0x20, 0, 0, 2),                                       // ld [2]: handshake's id
-        op(0x05, 0, 0, 1),                                       // ja 6
-        op(0x20, 0, 0, 1),                                       // ld [1]: data's id
-        op(0x94, 0, 0, n),                                       // mod #shards
-        op(0x16, 0, 0, 0),                                       // ret a: the socket's index
+        op(0x30, 0, 0, 0),                        // ldb [0]: packet type
+        op(0x15, 4, 0, u32::from(TYPE_INITIATE)), // jeq INITIATE -> 6
+        op(0x15, 3, 0, u32::from(TYPE_ACCEPT)),   // jeq ACCEPT -> 6
+        op(0x15, 2, 0, u32::from(TYPE_REJECT)),   // jeq REJECT -> 6
+        op(0x20, 0, 0, 1),                        // ld [1]: the id of the others
+        op(0x05, 0, 0, 1),                        // ja 7
+        op(0x20, 0, 0, 2),                        // ld [2]: the handshake's id
+        op(0x94, 0, 0, n),                        // mod #shards
+        op(0x16, 0, 0, 0),                        // ret a: the socket's index
     ];
     let fprog = sock_fprog {
         len: prog.len() as u16,
@@ -188,7 +190,8 @@ mod tests {
     /// A datagram of type `ty` naming connection id `id`, as `wire::peek_conn_id` reads it.
     fn datagram(ty: u8, id: u32) -> Vec<u8> {
         let mut d = vec![ty];
-        if ty != ctcp_proto::wire::TYPE_DATA && ty != ctcp_proto::wire::TYPE_RESET {
+        if ctcp_proto::wire::conn_id_offset(ty) == Some(ctcp_proto::wire::HANDSHAKE_CONN_ID_OFFSET)
+        {
             d.push(ctcp_proto::wire::VERSION);
         }
         d.extend_from_slice(&id.to_le_bytes());
@@ -214,6 +217,8 @@ mod tests {
             ctcp_proto::wire::TYPE_DATA,
             ctcp_proto::wire::TYPE_INITIATE,
             ctcp_proto::wire::TYPE_RESET,
+            // A data packet of an added path (multipath).
+            ctcp_proto::wire::TYPE_DATA_PATH + 1,
         ];
         for (i, sender) in senders.iter().enumerate() {
             for id in [7u32, 8, 9, 0xdead_beef, 1_000_000 + i as u32] {

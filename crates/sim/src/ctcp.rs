@@ -118,6 +118,9 @@ pub struct CtcpPeer {
     pub writes: Vec<(Instant, u64)>,
     /// First-transmission times of stream bytes: (time, stream bytes sent by then).
     pub first_sent: Vec<(Instant, u64)>,
+    /// The peer's address on each lane of a multipath flow (lane 0: `peer`); empty for a
+    /// single link. A client opens a path to each beyond the first once connected.
+    lanes: Vec<SocketAddr>,
 }
 
 const CLIENT_ADDR: &str = "10.0.0.1:40000";
@@ -158,6 +161,7 @@ impl CtcpPeer {
             delivery: Delivery::default(),
             writes: Vec::new(),
             first_sent: Vec::new(),
+            lanes: Vec::new(),
         }
     }
 
@@ -175,6 +179,7 @@ impl CtcpPeer {
             delivery: Delivery::default(),
             writes: Vec::new(),
             first_sent: Vec::new(),
+            lanes: Vec::new(),
         }
     }
 
@@ -258,6 +263,31 @@ impl CtcpPeer {
         self
     }
 
+    /// This peer on a flow of `lanes` parallel links (see [`Sim::add_lane`]): the peer has
+    /// one address per lane, and a client opens a path to each beyond the first once the
+    /// session is up (the policy is the transport config's `path_policy`).
+    #[must_use]
+    pub fn with_lanes(mut self, lanes: usize) -> Self {
+        self.lanes = (0..lanes.max(1))
+            .map(|l| {
+                let mut a = self.peer;
+                a.set_port(a.port() + l as u16);
+                a
+            })
+            .collect();
+        self
+    }
+
+    /// The session's paths (multipath flows).
+    #[must_use]
+    pub fn paths(&self) -> Vec<ctcp_proto::PathInfo> {
+        self.conn
+            .or_else(|| self.endpoint.handles().first().copied())
+            .and_then(|h| self.endpoint.connection(h))
+            .map(|c| c.paths())
+            .unwrap_or_default()
+    }
+
     /// The proto endpoint, for statistics.
     #[must_use]
     pub fn endpoint(&self) -> &ProtoEndpoint {
@@ -277,7 +307,14 @@ impl CtcpPeer {
         let mut opened = Vec::new();
         while let Some((h, ev)) = self.endpoint.poll_event() {
             match ev {
-                Event::Connected => self.conn = Some(h),
+                Event::Connected => {
+                    self.conn = Some(h);
+                    if let Some(c) = self.endpoint.connection_mut(h) {
+                        for &to in self.lanes.iter().skip(1) {
+                            let _ = c.add_path(now, to);
+                        }
+                    }
+                }
                 Event::StreamOpened { id, .. } => {
                     self.conn = Some(h);
                     opened.push(id);
@@ -508,21 +545,36 @@ pub(crate) fn deliver(
 
 /// The next datagram `endpoint` has to send at `now`, if any.
 pub(crate) fn next_datagram(endpoint: &mut ProtoEndpoint, now: Instant) -> Option<Vec<u8>> {
+    next_datagram_to(endpoint, now).map(|(_, d)| d)
+}
+
+/// The next datagram `endpoint` has to send at `now` and where it goes, if any.
+fn next_datagram_to(endpoint: &mut ProtoEndpoint, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
     let mut out = Vec::with_capacity(1500);
     let t = endpoint.poll_transmit(now, &mut out)?;
     out.truncate(t.size);
-    Some(out)
+    Some((t.destination, out))
 }
 
 impl Endpoint for CtcpPeer {
     fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
-        deliver(&mut self.endpoint, self.peer, &mut self.buf, now, datagram);
+        self.handle_datagram_on(now, 0, datagram);
+    }
+
+    fn handle_datagram_on(&mut self, now: Instant, lane: usize, datagram: &[u8]) {
+        let from = self.lanes.get(lane).copied().unwrap_or(self.peer);
+        deliver(&mut self.endpoint, from, &mut self.buf, now, datagram);
         self.pump(now);
     }
 
     fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+        self.poll_transmit_on(now).map(|(_, d)| d)
+    }
+
+    fn poll_transmit_on(&mut self, now: Instant) -> Option<(usize, Vec<u8>)> {
         self.pump(now);
-        let out = next_datagram(&mut self.endpoint, now)?;
+        let (to, out) = next_datagram_to(&mut self.endpoint, now)?;
+        let lane = self.lanes.iter().position(|&a| a == to).unwrap_or(0);
         if matches!(self.app, App::Sender { .. }) {
             let sent = self
                 .conn
@@ -532,7 +584,7 @@ impl Endpoint for CtcpPeer {
                 self.first_sent.push((now, sent));
             }
         }
-        Some(out)
+        Some((lane, out))
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

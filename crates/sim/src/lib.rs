@@ -80,8 +80,10 @@
 pub mod ctcp;
 pub mod datagram;
 mod link;
+pub mod multipath;
 mod node;
 mod nodes;
+mod outage;
 mod seed;
 mod sim;
 mod tcp;
@@ -91,6 +93,7 @@ pub use node::{Direction, FlowId, Node, NodeStats, Packet, ReleaseQueue, SimRng}
 pub use nodes::{
     Bernoulli, Corrupt, Delay, Duplicate, GilbertElliott, Jitter, JitterDist, Mtu, Rate, Reorder,
 };
+pub use outage::Outage;
 pub use seed::{Seed, SEED_ENV};
 pub use sim::{
     AsAny, DirStats, Endpoint, FlowStats, NodeId, PathId, Side, Sim, SimError, TraceEvent,

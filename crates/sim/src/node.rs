@@ -48,6 +48,9 @@ pub struct Packet {
     pub sent_at: Instant,
     /// Index of the next hop on the packet's path (owned by the simulator).
     pub(crate) hop: usize,
+    /// Which of the flow's parallel links it travels (0: the flow's own paths; see
+    /// [`crate::Sim::add_lane`]).
+    pub(crate) lane: usize,
 }
 
 impl Packet {
@@ -61,6 +64,7 @@ impl Packet {
             id,
             sent_at,
             hop: 0,
+            lane: 0,
         }
     }
 

@@ -39,6 +39,17 @@ pub trait Endpoint: AsAny {
     fn poll_timeout(&self) -> Option<Instant>;
     /// The deadline from [`poll_timeout`](Self::poll_timeout) has passed.
     fn handle_timeout(&mut self, now: Instant);
+    /// A datagram arrived on lane `lane` of the flow (one of several parallel links, see
+    /// [`Sim::add_lane`]); single-link endpoints need not override it.
+    fn handle_datagram_on(&mut self, now: Instant, lane: usize, datagram: &[u8]) {
+        let _ = lane;
+        self.handle_datagram(now, datagram);
+    }
+    /// The next datagram to send and the lane it takes; single-link endpoints need not
+    /// override it (lane 0).
+    fn poll_transmit_on(&mut self, now: Instant) -> Option<(usize, Vec<u8>)> {
+        self.poll_transmit(now).map(|d| (0, d))
+    }
 }
 
 /// Index of a node in a [`Sim`].
@@ -175,6 +186,8 @@ struct Flow {
     server: Box<dyn Endpoint>,
     forward: PathId,
     ret: PathId,
+    /// Parallel links beyond the first (lane `i + 1`): (forward, return) paths.
+    lanes: Vec<(PathId, PathId)>,
     stats: FlowStats,
 }
 
@@ -393,9 +406,23 @@ impl Sim {
             server,
             forward,
             ret,
+            lanes: Vec::new(),
             stats: FlowStats::default(),
         });
         FlowId(self.flows.len() - 1)
+    }
+
+    /// Adds a parallel link to `flow` (multipath): datagrams the endpoints send on the
+    /// returned lane take `forward` (client to server) and `ret`; lane 0 is the flow's own
+    /// pair of paths.
+    ///
+    /// # Panics
+    /// If a path id does not belong to this simulator.
+    pub fn add_lane(&mut self, flow: FlowId, forward: PathId, ret: PathId) -> usize {
+        assert!(forward.0 < self.paths.len() && ret.0 < self.paths.len());
+        let f = &mut self.flows[flow.0];
+        f.lanes.push((forward, ret));
+        f.lanes.len()
     }
 
     /// Number of flows.
@@ -621,7 +648,7 @@ impl Sim {
                         Side::Client => &mut f.client,
                         Side::Server => &mut f.server,
                     };
-                    let Some(data) = ep.poll_transmit(now) else {
+                    let Some((lane, data)) = ep.poll_transmit_on(now) else {
                         break;
                     };
                     count += 1;
@@ -638,7 +665,7 @@ impl Sim {
                         Side::Client => Direction::Forward,
                         Side::Server => Direction::Return,
                     };
-                    self.offer(FlowId(fi), direction, data);
+                    self.offer(FlowId(fi), direction, lane, data);
                 }
             }
         }
@@ -675,7 +702,8 @@ impl Sim {
         }
     }
 
-    fn offer(&mut self, flow: FlowId, direction: Direction, data: Vec<u8>) {
+    fn offer(&mut self, flow: FlowId, direction: Direction, lane: usize, data: Vec<u8>) {
+        let lanes = self.flows[flow.0].lanes.len();
         let packet = Packet {
             data,
             flow,
@@ -683,6 +711,8 @@ impl Sim {
             id: self.next_packet_id,
             sent_at: self.now,
             hop: 0,
+            // A lane the flow does not have falls back to its own paths.
+            lane: if lane <= lanes { lane } else { 0 },
         };
         self.next_packet_id += 1;
         let stats = &mut self.flows[flow.0].stats;
@@ -699,9 +729,13 @@ impl Sim {
     /// Send `packet` to its next hop, or deliver it.
     fn forward(&mut self, mut packet: Packet) {
         let f = &self.flows[packet.flow.0];
+        let (forward, ret) = match packet.lane {
+            0 => (f.forward, f.ret),
+            l => f.lanes[l - 1],
+        };
         let path = match packet.direction {
-            Direction::Forward => f.forward,
-            Direction::Return => f.ret,
+            Direction::Forward => forward,
+            Direction::Return => ret,
         };
         let now = self.now;
         if let Some(&node) = self.paths[path.0].get(packet.hop) {
@@ -718,6 +752,6 @@ impl Sim {
         };
         d.delivered_datagrams += 1;
         d.delivered_bytes += packet.len() as u64;
-        ep.handle_datagram(now, &packet.data);
+        ep.handle_datagram_on(now, packet.lane, &packet.data);
     }
 }

@@ -59,7 +59,8 @@ impl Connection {
     }
 
     fn datagram_deadline(&self) -> Duration {
-        Datagrams::deadline(self.config.datagram_deadline, self.rtt.srtt())
+        let lead = self.paths.get(self.paths.lead());
+        Datagrams::deadline(self.config.datagram_deadline, lead.rtt.srtt())
     }
 
     /// When the datagram part must be woken (an unprotected datagram's repair).
@@ -73,6 +74,7 @@ impl Connection {
         &mut self,
         now: Instant,
         buf: &mut Vec<u8>,
+        i: usize,
         can_send: bool,
     ) -> Option<Transmit> {
         if !self.config.datagrams || !matches!(self.state, State::Established) {
@@ -84,18 +86,19 @@ impl Connection {
         let deadline = self.datagram_deadline();
         // Our direction's loss: the estimator once it has seen enough packets, before that
         // blended with the handshake train's copies.
-        let p = if self.loss.samples() >= 32 {
-            self.loss.steady()
+        let loss = &self.paths.get(i).loss;
+        let p = if loss.samples() >= 32 {
+            loss.steady()
         } else {
-            self.tail_loss_samples().loss()
+            self.tail_loss_samples(i).loss()
         };
-        let burst = 1.0 / self.loss.gilbert().p_bg.max(1e-6);
+        let burst = 1.0 / loss.gilbert().p_bg.max(1e-6);
         let rate = policy::repair_rate(p, burst, self.dgram.per_window(deadline));
         let next = self.dgram.poll_next(now, can_send, rate, deadline)?;
-        self.begin_packet(buf);
+        self.begin_packet(buf, i);
         match next {
             Next::Source(id, data) => {
-                self.emit_ack_if_fits(now, buf, DATAGRAM_HEADER_LEN + data.len());
+                self.emit_ack_if_fits(now, buf, i, DATAGRAM_HEADER_LEN + data.len());
                 wire::emit_datagram(buf, id, &data);
             }
             Next::Repair(header) => {
@@ -103,11 +106,11 @@ impl Connection {
                 let len = wire::DATAGRAM_REPAIR_HEADER_LEN + data.len();
                 // The ACK goes in front if it fits (borrowing `data` ends first).
                 let data = data.to_vec();
-                self.emit_ack_if_fits(now, buf, len);
+                self.emit_ack_if_fits(now, buf, i, len);
                 wire::emit_datagram_repair(buf, &header, &data);
             }
         }
-        Some(self.finish_packet(now, buf, SentKind::Control, true))
+        Some(self.finish_packet(now, buf, i, SentKind::Control, true))
     }
 
     /// The receive hook: a DATAGRAM chunk.

@@ -239,7 +239,10 @@ impl Connection {
             let sample = now.saturating_duration_since(sent);
             if p.rtt.is_none() {
                 // The handshake's round trip is the path's first RTT sample.
-                self.rtt.update(now, sample, Duration::ZERO);
+                self.paths
+                    .get_mut(0)
+                    .rtt
+                    .update(now, sample, Duration::ZERO);
             }
             p.rtt = Some(p.rtt.map_or(sample, |r| r.min(sample)));
         }
@@ -270,7 +273,8 @@ impl Connection {
         let up = handshake_train::rate(p.report).map(|(pps, exact)| (pps * p.len as f64, exact));
         if let Some((bytes_per_s, exact)) = up {
             let pps = bytes_per_s / self.config.max_datagram as f64;
-            self.cc.on_path_estimate(now, pps, exact, &self.rtt);
+            let path = self.paths.get_mut(0);
+            path.cc.on_path_estimate(now, pps, exact, &path.rtt);
         }
         let back = handshake_train::rate(self.hs.arrivals.report())
             .map(|(pps, exact)| (pps * p.accept_len as f64, exact));
@@ -355,8 +359,9 @@ impl Connection {
         if rate == 0 || rtt_us == 0 || rtt_us > 60_000_000 {
             return;
         }
-        if !self.rtt.has_samples() {
-            self.rtt
+        let path = self.paths.get_mut(0);
+        if !path.rtt.has_samples() {
+            path.rtt
                 .update(now, Duration::from_micros(rtt_us), Duration::ZERO);
         }
         let pps = rate as f64 / self.config.max_datagram as f64;
@@ -367,7 +372,7 @@ impl Connection {
             exact,
             "path estimate from the handshake"
         );
-        self.cc.on_path_estimate(now, pps, exact, &self.rtt);
+        path.cc.on_path_estimate(now, pps, exact, &path.rtt);
     }
 }
 

@@ -5,26 +5,21 @@
 //! `Instant`, then drain [`Connection::poll_transmit`], [`Connection::poll_event`] and
 //! [`Connection::poll_timeout`].
 //!
-//! A `Connection` is a composition of owned parts, each with its own narrow API: the sent
-//! ledger (`crate::sent`), the repair scheduler (`crate::repair`), the streams
-//! (`crate::streams`), the ACK state (`ack`), the handshake's state (`handshake`), the
-//! congestion controller, RTT estimator, pacer and estimators. This file holds the
-//! composition and the session's lifecycle; the entry points live by concern in
-//! `handshake` (ACCEPT, train, PATH), `receive` (data packets in), `recovery` (ACKs, loss
-//! declaration, what losses owe), `timers`, `transmit` (what the next datagram carries)
-//! and `streams_api`.
+//! A `Connection` is a composition of owned parts, each with its own narrow API: the
+//! paths (`paths`, each a `path::PathData` with its own sent ledger, ACK state, congestion
+//! controller, RTT estimator, pacer and estimators), the repair scheduler
+//! (`crate::repair`), the streams (`crate::streams`) and the handshake's state
+//! (`handshake`). This file holds the composition and the session's lifecycle; the entry
+//! points live by concern in `handshake` (ACCEPT, train, PATH), `receive` (data packets
+//! in), `recovery` (ACKs, loss declaration, what losses owe), `timers`, `transmit` (what
+//! the next datagram carries), `multipath` (opening, validating, declaring dead and
+//! probing paths) and `streams_api`.
 
-use crate::cc::{new_controller, CcConfig, Controller};
 use crate::config::TransportConfig;
-use crate::crypto::{PacketKey, Psk, ReplayWindow};
+use crate::crypto::{PacketKey, Psk};
 use crate::datagram::Datagrams;
-use crate::estimate::loss::LossEstimator;
-use crate::estimate::reorder::ReorderEstimator;
 use crate::frame::{OpenResult, StreamId, Target};
-use crate::pacer::Pacer;
 use crate::repair::RepairScheduler;
-use crate::rtt::RttEstimator;
-use crate::sent::SentLedger;
 use crate::streams::Streams;
 use crate::wire::{
     self, Initiate, ParamMismatch, RejectReason, DATA_HEADER_LEN, RANDOM_LEN, TAG_LEN,
@@ -39,6 +34,9 @@ use thiserror::Error;
 mod ack;
 mod datagram;
 mod handshake;
+mod multipath;
+mod path;
+mod paths;
 mod receive;
 mod recovery;
 mod stats;
@@ -46,8 +44,9 @@ mod streams_api;
 mod timers;
 mod transmit;
 
-use self::ack::AckState;
 use self::handshake::Handshake;
+pub use self::multipath::{PathError, PathInfo};
+use self::paths::Paths;
 pub use self::stats::ConnectionStats;
 use self::timers::Timers;
 pub use crate::repair::STALL_ROUNDS;
@@ -217,20 +216,19 @@ enum State {
     Drained,
 }
 
-/// The session's packet protection: keys once the handshake has them, and the replay
-/// window of the receive direction.
+/// The session's packet protection: keys once the handshake has them (each path keeps the
+/// replay window of its own packet numbers).
 #[derive(Debug, Default)]
 struct PacketKeys {
     tx: Option<PacketKey>,
     rx: Option<PacketKey>,
-    replay: ReplayWindow,
 }
 
-/// The receive side: the decoder, the ACK state and what arrived when.
+/// The receive side: the decoder and what arrived when (each path keeps the ACK state of
+/// its own packets).
 #[derive(Debug)]
 struct Receiver {
     decoder: Decoder,
-    ack: AckState,
     /// When the peer was last heard from (authenticated).
     last_received: Instant,
     /// Authenticated data packets received; with the highest of their numbers
@@ -259,7 +257,6 @@ impl Receiver {
                 symbol_size: config.symbol_size,
                 window: 2 * config.window,
             }),
-            ack: AckState::default(),
             last_received: now,
             rx_packets: 0,
         }
@@ -294,20 +291,17 @@ pub(crate) enum Role {
 pub struct Connection {
     side: Side,
     conn_id: u32,
-    remote: SocketAddr,
     state: State,
     config: Arc<TransportConfig>,
     psk: Arc<Psk>,
     keys: PacketKeys,
     created: Instant,
-    /// Every datagram sent whose fate is open.
-    sent: SentLedger,
+    /// The paths (issue 29): each one's address, validation, sent ledger, RTT, loss and
+    /// reorder estimates, congestion controller, pacer and receive-side ACK state. A
+    /// single-path session has path 0 only.
+    paths: Paths,
+    /// One coding window over every path: a repair on any path heals a loss on any.
     encoder: Encoder,
-    cc: Box<dyn Controller>,
-    rtt: RttEstimator,
-    pacer: Pacer,
-    loss: LossEstimator,
-    reorder: ReorderEstimator,
     /// What repairs are owed or earned, and which goes next.
     repair: RepairScheduler,
     timers: Timers,
@@ -332,12 +326,6 @@ impl Connection {
         config: Arc<TransportConfig>,
         psk: Arc<Psk>,
     ) -> Self {
-        let cc_cfg = CcConfig {
-            initial_window: config.initial_window,
-            max_rate_bps: config.max_rate_bps,
-            mtu: config.max_datagram,
-            ..CcConfig::default()
-        };
         let (side, state, keys, hs) = match role {
             Role::Client(initiate) => {
                 let hs = Handshake::client(initiate.client_random, config.handshake_train > 0);
@@ -358,7 +346,6 @@ impl Connection {
                 let keys = PacketKeys {
                     tx: Some(tx),
                     rx: Some(rx),
-                    replay: ReplayWindow::default(),
                 };
                 let hs = Handshake::server(client_random, server_random);
                 (Side::Server, State::Established, keys, hs)
@@ -367,21 +354,15 @@ impl Connection {
         Connection {
             side,
             conn_id,
-            remote,
             state,
             psk,
             keys,
             created: now,
-            sent: SentLedger::default(),
+            paths: Paths::new(remote, &config),
             encoder: Encoder::new(CodecConfig {
                 symbol_size: config.symbol_size,
                 window: config.window,
             }),
-            cc: new_controller(config.congestion, &cc_cfg),
-            rtt: RttEstimator::new(config.initial_rtt),
-            pacer: Pacer::new(config.max_datagram),
-            loss: LossEstimator::default(),
-            reorder: ReorderEstimator::new(),
             repair: RepairScheduler::new(config.proactive_repair),
             timers: Timers::default(),
             hs,
@@ -405,9 +386,10 @@ impl Connection {
         self.side
     }
 
-    /// The peer's current address (it follows NAT rebinding).
+    /// The peer's current address on path 0 (it follows NAT rebinding once the new
+    /// address answers a challenge).
     pub fn remote(&self) -> SocketAddr {
-        self.remote
+        self.paths.get(0).remote
     }
 
     /// Whether the handshake completed and the session has not ended.
@@ -429,20 +411,25 @@ impl Connection {
     /// Counters for logs and metrics.
     pub fn stats(&self) -> ConnectionStats {
         let mut s = self.stats;
-        s.srtt = self.rtt.srtt();
-        s.min_rtt = self.rtt.min_rtt();
-        s.round_min = self.rtt.round_min();
-        s.slow_start = self.cc.in_slow_start();
-        s.in_flight = self.sent.in_flight();
+        // The lead path's measurements; window and flight are the sum over paths.
+        let lead = self.paths.lead();
+        let p = self.paths.get(lead);
+        s.srtt = p.rtt.srtt();
+        s.min_rtt = p.rtt.min_rtt();
+        s.round_min = p.rtt.round_min();
+        s.slow_start = p.cc.in_slow_start();
+        s.in_flight = self.paths.iter().map(|p| p.sent.in_flight()).sum();
         s.repair_debt = self.repair.debt_len();
         s.stream_bytes_sent = self.stream_bytes_sent();
         s.peer_deficit = self.repair.peer_deficit();
         s.unacked_symbols = self.encoder.len() as u64;
-        s.cwnd = self.cc.window();
-        s.loss = self.loss.short();
-        s.repair_ratio = self.current_repair_ratio();
-        s.backoffs = self.cc.backoffs();
-        s.jitter = self.rtt.jitter();
+        s.cwnd = self.paths.iter().map(|p| p.cc.window()).sum();
+        s.loss = p.loss.short();
+        s.repair_ratio = self.current_repair_ratio(lead);
+        s.backoffs = self.paths.iter().map(|p| p.cc.backoffs()).sum();
+        s.jitter = p.rtt.jitter();
+        s.paths = self.paths.len() as u8;
+        s.path_changes = self.paths.changes;
         s
     }
 

@@ -3,8 +3,9 @@
 
 use super::ack::OWED_ACKS;
 use super::{Connection, ConnectionError, Side, State};
-use crate::crypto::open_data;
+use crate::crypto::{open_data, ReplayWindow};
 use crate::frame::{Frame, Frames};
+use crate::wire::DataHeader;
 use crate::wire::{Chunk, Chunks};
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -15,44 +16,38 @@ impl Connection {
         if matches!(self.state, State::Drained) {
             return;
         }
-        let Some(key) = self.keys.rx.as_ref() else {
+        let Some((i, header, plain)) = self.open_packet(now, from, packet) else {
             return;
         };
-        let (header, plain) = match open_data(key, &mut self.keys.replay, packet) {
-            Ok(opened) => opened,
-            Err(e) => {
-                tracing::trace!(conn = self.conn_id, error = %e, "dropping data packet");
-                return;
-            }
-        };
-        let newest = self.recv.ack.largest.is_none_or(|l| header.pn > l);
-        if from != self.remote && newest {
-            tracing::debug!(conn = self.conn_id, old = %self.remote, new = %from, "peer address changed");
-            self.remote = from;
-        }
+        let newest = self.paths.get(i).ack.largest.is_none_or(|l| header.pn > l);
+        self.on_path_packet(now, i, from, newest);
         self.recv.last_received = now;
         self.stats.datagrams_received += 1;
         // `plain` borrows the caller's datagram, not the session: the chunks are read
         // where they were decrypted, with no copy.
         // Before this packet's symbols reach the decoder: the ACK taken must not report
         // them as decoded while its packet numbers leave this packet out.
-        if self.recv.ack.would_drop_unreported(header.pn) && self.recv.ack.owed.len() < OWED_ACKS {
-            if let Some(ack) = self.pending_ack(now) {
-                self.recv.ack.on_sent();
-                self.recv.ack.owed.push_back(ack);
+        let ack = &self.paths.get(i).ack;
+        if ack.would_drop_unreported(header.pn) && ack.owed.len() < OWED_ACKS {
+            if let Some(ack) = self.pending_ack(now, i) {
+                let state = &mut self.paths.get_mut(i).ack;
+                state.on_sent();
+                state.owed.push_back(ack);
             }
         }
-        let Some(eliciting) = self.on_chunks(now, plain) else {
+        let Some(eliciting) = self.on_chunks(now, i, from, plain) else {
             return;
         };
         if matches!(self.state, State::Handshake { .. }) {
             return;
         }
         self.recv.rx_packets += 1;
-        self.recv.ack.on_packet(header.pn, now, eliciting);
-        if self.recv.ack.pending && self.recv.ack.deadline.is_none() {
-            let delay = self.config.max_ack_delay.min(self.rtt.srtt() / 4);
-            self.recv.ack.deadline = Some(now + delay);
+        let srtt = self.paths.get(i).rtt.srtt();
+        let ack = &mut self.paths.get_mut(i).ack;
+        ack.on_packet(header.pn, now, eliciting);
+        if ack.pending && ack.deadline.is_none() {
+            let delay = self.config.max_ack_delay.min(srtt / 4);
+            ack.deadline = Some(now + delay);
         }
         self.drain_decoder();
         self.apply_path(now);
@@ -61,7 +56,7 @@ impl Connection {
         // other packet) halves the ACKs under loss but slows recovery (evidence:
         // docs/experiments/code-evidence.md#ack-every-packet-under-deficit).
         if status.deficit > 0 {
-            self.recv.ack.immediate = true;
+            self.paths.get_mut(i).ack.immediate = true;
         }
         if let Some(h) = status.highest_seen {
             let floor = (h + 1).saturating_sub(self.config.window as u64);
@@ -69,9 +64,50 @@ impl Connection {
         }
     }
 
+    /// Authenticates `packet` against its path's replay window: (path index, header,
+    /// plaintext). A packet on a path the peer opens creates it only once it
+    /// authenticates, so forged datagrams allocate nothing.
+    fn open_packet<'a>(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        packet: &'a mut [u8],
+    ) -> Option<(usize, DataHeader, &'a [u8])> {
+        let id = DataHeader::peek_path(packet).ok()?;
+        let known = self.paths.index_of(id);
+        let mut fresh = ReplayWindow::default();
+        let key = self.keys.rx.as_ref()?;
+        let replay = match known {
+            Some(i) => &mut self.paths.get_mut(i).replay,
+            None => &mut fresh,
+        };
+        let (header, plain) = match open_data(key, replay, packet) {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::trace!(conn = self.conn_id, error = %e, "dropping data packet");
+                return None;
+            }
+        };
+        let i = match known {
+            Some(i) => i,
+            None => {
+                let i = self.path_for(now, id, from)?;
+                self.paths.get_mut(i).replay = fresh;
+                i
+            }
+        };
+        Some((i, header, plain))
+    }
+
     /// Processes a data packet's chunks; `None` if the peer closed the session. Returns
     /// whether the packet was ack-eliciting.
-    fn on_chunks(&mut self, now: Instant, plain: &[u8]) -> Option<bool> {
+    fn on_chunks(
+        &mut self,
+        now: Instant,
+        i: usize,
+        from: SocketAddr,
+        plain: &[u8],
+    ) -> Option<bool> {
         let mut eliciting = false;
         let expected_id = self.recv.decoder.next_in_order();
         let chunks = Chunks::new(plain, self.config.symbol_size, expected_id)
@@ -85,7 +121,13 @@ impl Connection {
                 break;
             };
             match chunk {
-                Chunk::Ack(ack) => self.on_ack(now, &ack),
+                Chunk::Ack(ack) => self.on_ack(now, i, &ack),
+                Chunk::PathChallenge(token) => {
+                    eliciting = true;
+                    // Echoed on this path to where it came from (the latest only).
+                    self.paths.get_mut(i).validation.respond = Some((token, from));
+                }
+                Chunk::PathResponse(token) => self.on_path_response(i, token, from),
                 Chunk::Source { id, payload } => {
                     eliciting = true;
                     let _ = self.recv.decoder.receive_source(id, payload);

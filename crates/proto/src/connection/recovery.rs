@@ -3,6 +3,7 @@
 
 use super::Connection;
 use crate::repair::{AckSummary, RatioInputs, TailLossSamples, Unacked};
+use crate::sent::InFlightAfter;
 use crate::wire::Ack;
 use std::time::{Duration, Instant};
 
@@ -18,50 +19,50 @@ impl Connection {
         }
     }
 
-    /// Repairs per source symbol the loss-rate credit earns now.
-    pub(super) fn current_repair_ratio(&self) -> f64 {
+    /// Repairs per source symbol the loss-rate credit earns now on path index `i`.
+    pub(super) fn current_repair_ratio(&self, i: usize) -> f64 {
+        let p = self.paths.get(i);
         self.repair.repair_ratio(&RatioInputs {
-            window: self.cc.window(),
-            p: self.loss.p(),
-            gilbert: self.loss.gilbert(),
-            srtt: self.rtt.srtt(),
+            window: p.cc.window(),
+            p: p.loss.p(),
+            gilbert: p.loss.gilbert(),
+            srtt: p.rtt.srtt(),
         })
     }
 
-    /// What the loss rate for tail repairs is estimated from.
-    pub(super) fn tail_loss_samples(&self) -> TailLossSamples {
+    /// What the loss rate for tail repairs on path index `i` is estimated from.
+    pub(super) fn tail_loss_samples(&self, i: usize) -> TailLossSamples {
+        let p = self.paths.get(i);
         TailLossSamples {
-            own_p: self.loss.p(),
-            own_samples: self.loss.samples(),
+            own_p: p.loss.p(),
+            own_samples: p.loss.samples(),
             train_out: self.hs.loss_out,
             train_in: self.hs.loss_in,
             rx_packets: self.recv.rx_packets,
-            rx_largest: self.recv.ack.largest,
+            rx_largest: p.ack.largest,
         }
     }
 
-    /// An ACK from the peer: the ledger settles what it reports, the estimators and the
-    /// controller learn from it, and the repair scheduler owes what it shows missing.
-    pub(super) fn on_ack(&mut self, now: Instant, ack: &Ack) {
-        if ack.largest_pn >= self.sent.next_pn() {
+    /// An ACK from the peer for path index `i` (it came on that path): the path's ledger
+    /// settles what it reports, the path's estimators and controller learn from it, and
+    /// the repair scheduler owes what it shows missing.
+    pub(super) fn on_ack(&mut self, now: Instant, i: usize, ack: &Ack) {
+        let p = self.paths.get_mut(i);
+        if ack.largest_pn >= p.sent.next_pn() {
             return; // acknowledges something never sent: ignore
         }
-        let acked = self.sent.on_ack(now, ack, self.rtt.min_rtt());
+        let acked = p.sent.on_ack(now, ack, p.rtt.min_rtt());
         for (d, by) in acked.late {
-            self.reorder.on_late_arrival(d, by);
+            p.reorder.on_late_arrival(d, by);
         }
-        if self
-            .timers
-            .last_round
-            .is_none_or(|t| now >= t + self.rtt.srtt())
-        {
-            self.timers.last_round = Some(now);
-            self.reorder.on_round();
+        if p.timers.last_round.is_none_or(|t| now >= t + p.rtt.srtt()) {
+            p.timers.last_round = Some(now);
+            p.reorder.on_round();
         }
         if let Some((pn, sent_time, eliciting)) = acked.largest {
             if pn == ack.largest_pn && eliciting {
                 let delay = Duration::from_micros(u64::from(ack.ack_delay_us));
-                self.rtt
+                p.rtt
                     .update(now, now.saturating_duration_since(sent_time), delay);
             }
             self.timers.pto_count = 0;
@@ -73,64 +74,103 @@ impl Connection {
         if let Some(covered) = moved {
             self.encoder.retire_through(covered - 1);
         }
-        let (_, delay) = self.loss_thresholds();
+        let (_, delay) = self.loss_thresholds(i);
         let empty = self.encoder.is_empty();
         self.repair
             .watch_in_order_point(now, moved.is_some(), empty, delay);
-        let ack_index = self.sent.index_after(ack.largest_pn);
-        let newly_acked =
-            acked.newly_acked + self.sent.settle_covered(self.repair.peer_next_in_order());
+        let covered = self.repair.peer_next_in_order();
+        let p = self.paths.get_mut(i);
+        let ack_index = p.sent.index_after(ack.largest_pn);
+        let newly_acked = acked.newly_acked + p.sent.settle_covered(covered);
         if newly_acked > 0 {
-            self.cc
-                .on_ack(now, newly_acked, self.sent.in_flight(), &self.rtt);
+            p.cc.on_ack(now, newly_acked, p.sent.in_flight(), &p.rtt);
         }
-        self.detect_lost(now);
-        let (after, first_source_after) = self.sent.sent_after(ack.largest_pn);
-        self.repair.on_ack(&AckSummary {
+        self.settle_other_paths(now, i, covered);
+        self.detect_lost(now, i);
+        let p = self.paths.get_mut(i);
+        let (mut after, mut first_source_after) = p.sent.sent_after(ack.largest_pn);
+        let unresolved = p.sent.unresolved_before(ack_index);
+        let mut repairs_in_flight = p.sent.repairs_in_flight();
+        let (id, loss_p) = (p.id, p.loss.p());
+        // The other paths' flights are on their way too: a repair there covers this
+        // ACK's deficit as well (one coding window spans the paths).
+        for q in self.paths.iter_mut().filter(|q| q.id != id) {
+            let (f, first) = q.sent.unacked_flight();
+            after.add(&f);
+            first_source_after = match (first_source_after, first) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            repairs_in_flight |= q.sent.repairs_in_flight();
+        }
+        let summary = AckSummary {
             deficit: ack.deficit,
             highest_seen: ack.highest_seen,
             after,
             first_source_after,
-            quiet: !self.sent.repairs_in_flight() && !self.sent.unresolved_before(ack_index),
-            p: self.loss.p(),
+            quiet: !repairs_in_flight && !unresolved,
+            p: loss_p,
             unacked: self.unacked(),
-        });
+        };
+        self.repair.on_ack(&summary);
         self.owe_tail_shortfall();
-        self.trim_sent();
+        self.trim_sent(i);
+    }
+
+    /// The cumulative ACK `covered` settles source packets on every path but index `i`
+    /// (each path's controller learns of its own).
+    fn settle_other_paths(&mut self, now: Instant, i: usize, covered: u64) {
+        for (j, q) in self.paths.iter_mut().enumerate() {
+            if j == i {
+                continue;
+            }
+            let n = q.sent.settle_covered(covered);
+            if n > 0 {
+                q.cc.on_ack(now, n, q.sent.in_flight(), &q.rtt);
+            }
+        }
     }
 
     /// Owes what the peer lacks beyond the repairs on their way, if the flight is a tail
     /// (see `RepairScheduler::owe_tail_shortfall`).
     pub(super) fn owe_tail_shortfall(&mut self) {
         let unacked = self.unacked();
-        let sent = &mut self.sent;
-        self.repair
-            .owe_tail_shortfall(unacked, || sent.tail_flight());
+        let paths = &mut self.paths;
+        self.repair.owe_tail_shortfall(unacked, || {
+            // A tail only if it is one on every path.
+            let mut total = InFlightAfter::default();
+            for p in paths.iter_mut() {
+                total.add(&p.sent.tail_flight()?);
+            }
+            Some(total)
+        });
     }
 
     /// RACK-style thresholds: (packets, time after send) past which an unacknowledged
     /// packet is lost. Both grow with the measured reordering, so late is not lost.
-    pub(super) fn loss_thresholds(&self) -> (u64, Duration) {
-        let base = self.rtt.srtt().max(self.rtt.latest());
-        let (pkts, reo) = self.reorder.loss_threshold(self.rtt.min_rtt());
+    pub(super) fn loss_thresholds(&self, i: usize) -> (u64, Duration) {
+        let p = self.paths.get(i);
+        let base = p.rtt.srtt().max(p.rtt.latest());
+        let (pkts, reo) = p.reorder.loss_threshold(p.rtt.min_rtt());
         (pkts.max(PACKET_THRESHOLD), base + reo.max(base / 8))
     }
 
-    /// Declares losses in the sent ledger, owes the repairs they call for and tells the
-    /// controller.
-    pub(super) fn detect_lost(&mut self, now: Instant) {
-        let (pkt_threshold, delay) = self.loss_thresholds();
-        let min_rtt = self.rtt.min_rtt();
+    /// Declares losses in path index `i`'s ledger, owes the repairs they call for and
+    /// tells the path's controller.
+    pub(super) fn detect_lost(&mut self, now: Instant, i: usize) {
+        let (pkt_threshold, delay) = self.loss_thresholds(i);
+        let p = self.paths.get_mut(i);
+        let min_rtt = p.rtt.min_rtt();
         let repair = &mut self.repair;
-        let Some(scan) = self.sent.detect_lost(now, pkt_threshold, delay, |kind| {
+        let Some(scan) = p.sent.detect_lost(now, pkt_threshold, delay, |kind| {
             repair.on_lost(now, min_rtt, kind);
         }) else {
             return;
         };
-        self.timers.loss_time = scan.loss_time;
+        p.timers.loss_time = scan.loss_time;
         if let Some(t) = scan.latest_lost_time {
             self.stats.lost += scan.lost;
-            self.cc.on_congestion_event(now, t, scan.lost, &self.rtt);
+            p.cc.on_congestion_event(now, t, scan.lost, &p.rtt);
         }
     }
 
@@ -140,9 +180,10 @@ impl Connection {
     /// and is left out when its fate is unknown; counting only individually acknowledged
     /// and declared-lost packets read 20 % loss as 12–18 %, because losses that proactive
     /// repair covered before detection never got an outcome.
-    pub(super) fn trim_sent(&mut self) {
-        let (cc, loss, stats) = (&self.cc, &mut self.loss, &mut self.stats);
-        self.sent.trim(|p| {
+    pub(super) fn trim_sent(&mut self, i: usize) {
+        let path = self.paths.get_mut(i);
+        let (cc, loss, stats) = (&path.cc, &mut path.loss, &mut self.stats);
+        path.sent.trim(|p| {
             let resolved = p.delivered || p.lost || p.vanished;
             if p.ack_eliciting && resolved {
                 stats.packets_resolved += 1;

@@ -75,6 +75,10 @@ pub struct ConnectionStats {
     pub backoffs: u64,
     /// Delay noise (see `RttEstimator::jitter`).
     pub jitter: Duration,
+    /// Paths the session has (issue 29; 1 for a single-path session).
+    pub paths: u8,
+    /// Path-change events seen: paths added, addresses validated, deaths and returns.
+    pub path_changes: u64,
 }
 
 impl ConnectionStats {

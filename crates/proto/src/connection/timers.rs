@@ -7,10 +7,6 @@ use std::time::{Duration, Instant};
 /// When the session must next act, and the probe state.
 #[derive(Debug, Default)]
 pub(super) struct Timers {
-    /// When the next packet in flight crosses the loss-detection time threshold.
-    pub(super) loss_time: Option<Instant>,
-    /// When the pacer next lets a datagram out, if it is what holds data back.
-    pub(super) pacer_wakeup: Option<Instant>,
     /// When the last ack-eliciting packet left (the probe timer runs from there).
     pub(super) last_ack_eliciting_sent: Option<Instant>,
     /// Probes sent since the last ACK that acknowledged something new.
@@ -19,8 +15,6 @@ pub(super) struct Timers {
     pub(super) last_sent: Option<Instant>,
     /// A PING is due.
     pub(super) ping_pending: bool,
-    /// When the reordering estimator last began a round.
-    pub(super) last_round: Option<Instant>,
 }
 
 impl Connection {
@@ -31,14 +25,16 @@ impl Connection {
     /// (proactive ones owe nothing) waited for the next keepalive (evidence:
     /// docs/experiments/code-evidence.md#tail-unresolved).
     fn tail_unresolved(&self) -> bool {
-        self.sent.in_flight() > 0 || !self.encoder.is_empty()
+        self.paths.iter().any(|p| p.sent.in_flight() > 0) || !self.encoder.is_empty()
     }
 
+    /// The probe timeout, on the lead path's RTT (see `Paths::lead`).
     fn pto(&self) -> Duration {
         // Capped at 4x: on a lossy link a probe is itself lost often, and a tail symbol
         // (e.g. the one carrying flow-control credit) must not wait many seconds (8x was
         // 5.6 s at 600 ms).
-        self.rtt.pto(self.config.max_ack_delay) * 2u32.saturating_pow(self.timers.pto_count.min(2))
+        let rtt = &self.paths.get(self.paths.lead()).rtt;
+        rtt.pto(self.config.max_ack_delay) * 2u32.saturating_pow(self.timers.pto_count.min(2))
     }
 
     /// When [`Connection::handle_timeout`] must be called next.
@@ -66,9 +62,12 @@ impl Connection {
         }
         add(Some(self.recv.last_received + self.config.idle_timeout));
         add(self.timers.last_sent.map(|s| s + self.config.keepalive));
-        add(self.recv.ack.deadline.filter(|_| self.recv.ack.pending));
-        add(self.timers.loss_time);
-        add(self.timers.pacer_wakeup);
+        for p in self.paths.iter() {
+            add(p.ack.deadline.filter(|_| p.ack.pending));
+            add(p.timers.loss_time);
+            add(p.timers.pacer_wakeup);
+        }
+        add(self.paths_timeout()); // issue 29: deaths, challenges, probes
         add(self.datagram_wakeup()); // issue 27 hook
         add(self.hs.probe_deadline());
         if self.tail_unresolved() {
@@ -112,14 +111,18 @@ impl Connection {
         {
             self.timers.ping_pending = true;
         }
-        if self.recv.ack.pending && self.recv.ack.deadline.is_some_and(|d| now >= d) {
-            self.recv.ack.immediate = true;
+        for i in 0..self.paths.len() {
+            let p = self.paths.get_mut(i);
+            if p.ack.pending && p.ack.deadline.is_some_and(|d| now >= d) {
+                p.ack.immediate = true;
+            }
+            if p.timers.loss_time.is_some_and(|t| now >= t) {
+                self.detect_lost(now, i);
+                self.trim_sent(i);
+                self.owe_tail_shortfall();
+            }
         }
-        if self.timers.loss_time.is_some_and(|t| now >= t) {
-            self.detect_lost(now);
-            self.trim_sent();
-            self.owe_tail_shortfall();
-        }
+        self.check_paths(now);
         if self.tail_unresolved()
             && self
                 .timers
@@ -129,7 +132,8 @@ impl Connection {
             // Tail loss probe: one repair covering everything unacknowledged.
             self.timers.pto_count += 1;
             // Two probes when loss is significant, so one loss does not cost another PTO.
-            let probes = if self.loss.p() > 0.05 { 2 } else { 1 };
+            let lead = self.paths.get(self.paths.lead());
+            let probes = if lead.loss.p() > 0.05 { 2 } else { 1 };
             // The tail's fate is unknown: probes cover everything sent.
             self.repair.on_probe(probes, self.unacked());
             self.timers.last_ack_eliciting_sent = Some(now);

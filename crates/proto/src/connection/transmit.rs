@@ -7,6 +7,7 @@ use crate::handshake_train;
 use crate::repair::{tail_budget, RepairOrigin, RepairPlan};
 use crate::sent::SentKind;
 use crate::wire::{self, Ack, DataHeader, DATA_HEADER_LEN, TAG_LEN};
+use std::net::SocketAddr;
 use std::time::Instant;
 
 impl Connection {
@@ -27,7 +28,7 @@ impl Connection {
         self.bufs.start = buf.len();
         if let Some(accept) = self.hs.accept_pending.pop_front() {
             buf.extend_from_slice(&accept);
-            return Some(self.transmit(buf));
+            return Some(self.transmit(buf, self.remote()));
         }
         match &mut self.state {
             State::Drained => None,
@@ -43,9 +44,10 @@ impl Connection {
                 }
                 *remaining_sends -= 1;
                 let (code, reason) = (*code, reason.clone());
-                self.begin_packet(buf);
+                let lead = self.paths.lead();
+                self.begin_packet(buf, lead);
                 wire::emit_close(buf, code, &reason);
-                Some(self.finish_packet(now, buf, SentKind::Control, false))
+                Some(self.finish_packet(now, buf, lead, SentKind::Control, false))
             }
             State::Established => self.poll_established(now, buf),
         }
@@ -86,92 +88,120 @@ impl Connection {
         }
         *attempts += 1;
         *next_send = now + handshake_wait(*attempts, train);
-        Some(self.transmit(buf))
+        Some(self.transmit(buf, self.remote()))
     }
 
-    /// What an established session sends next: an owed ACK, a repair, a source symbol, a
-    /// tail repair, a PING or a due ACK, in that order.
+    /// What an established session sends next: first each path's control packets (owed
+    /// ACKs, path validation, probes), then data on the paths that carry it, earliest
+    /// expected arrival first, then ACKs of paths that carry none.
     fn poll_established(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        if let Some(ack) = self.recv.ack.owed.pop_front() {
-            // Taken while a batch of arrivals was read (`AckState::owed`): alone, at once.
-            self.begin_packet(buf);
-            ack.emit(buf);
-            return Some(self.finish_packet(now, buf, SentKind::Control, false));
+        for i in 0..self.paths.len() {
+            if let Some(t) = self.poll_path_control(now, buf, i) {
+                return Some(t);
+            }
         }
-        let cwnd_open = self.sent.in_flight() < self.cc.window();
-        self.pacer.set_gain(self.cc.pacing_gain(self.rtt.srtt()));
-        let release = self.pacer.delay(
-            now,
-            self.cc.window(),
-            self.rtt.srtt(),
-            self.config.max_datagram,
-        );
+        let order = self.paths.data_order(now);
+        for &i in order.as_slice() {
+            if let Some(t) = self.poll_path_data(now, buf, i) {
+                return Some(t);
+            }
+        }
+        for i in 0..self.paths.len() {
+            let ack = &self.paths.get(i).ack;
+            if !order.as_slice().contains(&i) && ack.pending && ack.immediate {
+                self.begin_packet(buf, i);
+                self.emit_ack_if_pending(now, buf, i);
+                return Some(self.finish_packet(now, buf, i, SentKind::Control, false));
+            }
+        }
+        None
+    }
+
+    /// What path index `i` sends next: an owed ACK, a repair, a source symbol, a tail
+    /// repair, a PING or a due ACK, in that order.
+    fn poll_path_data(&mut self, now: Instant, buf: &mut Vec<u8>, i: usize) -> Option<Transmit> {
+        let p = self.paths.get_mut(i);
+        let cwnd_open = p.sent.in_flight() < p.cc.window();
+        p.pacer.set_gain(p.cc.pacing_gain(p.rtt.srtt()));
+        let release = p
+            .pacer
+            .delay(now, p.cc.window(), p.rtt.srtt(), self.config.max_datagram);
         let paced_ok = release.is_none_or(|t| t <= now);
-        self.timers.pacer_wakeup = if cwnd_open && !paced_ok {
+        p.timers.pacer_wakeup = if cwnd_open && !paced_ok {
             release
         } else {
             None
         };
         // Issue 27 hook: datagrams go first within the window (connection/datagram.rs).
-        if let Some(t) = self.poll_datagram_transmit(now, buf, cwnd_open && paced_ok) {
+        if let Some(t) = self.poll_datagram_transmit(now, buf, i, cwnd_open && paced_ok) {
             return Some(t);
         }
         let probe = self.timers.pto_count > 0 && self.repair.owes();
         let can_send = (cwnd_open && paced_ok) || probe;
         let have_unacked = !self.encoder.is_empty();
         if can_send && have_unacked {
-            if let Some(plan) = self.repair.next_repair(self.unacked(), self.rtt.srtt()) {
-                return Some(self.send_repair(now, buf, plan));
+            let srtt = self.paths.get(i).rtt.srtt();
+            if let Some(plan) = self.repair.next_repair(self.unacked(), srtt) {
+                return Some(self.send_repair(now, buf, i, plan));
+            }
+            if let Some(id) = self.paths.take_copy(i, self.encoder.first_id()) {
+                return Some(self.send_copy(now, buf, i, id));
             }
         }
-        if can_send && !self.encoder.is_full() && self.build_payload() {
-            return Some(self.send_source(now, buf));
+        if can_send && !self.encoder.is_full() && self.build_payload(i) {
+            return Some(self.send_source(now, buf, i));
         }
         if can_send && have_unacked {
-            let unacked = self.unacked();
-            let samples = self.tail_loss_samples();
-            let (_, delay) = self.loss_thresholds();
-            let (sent, last_received) = (&self.sent, self.recv.last_received);
-            let plan = self.repair.tail_repair(unacked, || {
-                let p = samples.loss();
-                if p <= 0.0 {
-                    return 0;
-                }
-                tail_budget(p, &sent.tail_census(now, delay, last_received))
-            });
-            if let Some(plan) = plan {
-                return Some(self.send_repair(now, buf, plan));
+            if let Some(t) = self.poll_tail_repair(now, buf, i) {
+                return Some(t);
             }
         }
         if self.timers.ping_pending {
             self.timers.ping_pending = false;
-            self.begin_packet(buf);
-            self.emit_ack_if_pending(now, buf);
+            self.begin_packet(buf, i);
+            self.emit_ack_if_pending(now, buf, i);
             wire::emit_ping(buf);
-            return Some(self.finish_packet(now, buf, SentKind::Control, true));
+            return Some(self.finish_packet(now, buf, i, SentKind::Control, true));
         }
-        if self.recv.ack.pending && self.recv.ack.immediate {
-            self.begin_packet(buf);
-            self.emit_ack_if_pending(now, buf);
-            return Some(self.finish_packet(now, buf, SentKind::Control, false));
+        let ack = &self.paths.get(i).ack;
+        if ack.pending && ack.immediate {
+            self.begin_packet(buf, i);
+            self.emit_ack_if_pending(now, buf, i);
+            return Some(self.finish_packet(now, buf, i, SentKind::Control, false));
         }
         None
     }
 
-    fn transmit(&mut self, buf: &[u8]) -> Transmit {
+    /// A tail repair on path index `i`, if the tail budget asks for one.
+    fn poll_tail_repair(&mut self, now: Instant, buf: &mut Vec<u8>, i: usize) -> Option<Transmit> {
+        let unacked = self.unacked();
+        let samples = self.tail_loss_samples(i);
+        let (_, delay) = self.loss_thresholds(i);
+        let (sent, last_received) = (&self.paths.get(i).sent, self.recv.last_received);
+        let plan = self.repair.tail_repair(unacked, || {
+            let p = samples.loss();
+            if p <= 0.0 {
+                return 0;
+            }
+            tail_budget(p, &sent.tail_census(now, delay, last_received))
+        })?;
+        Some(self.send_repair(now, buf, i, plan))
+    }
+
+    fn transmit(&mut self, buf: &[u8], destination: SocketAddr) -> Transmit {
         let size = buf.len() - self.bufs.start;
         self.stats.datagrams_sent += 1;
         self.stats.bytes_sent += size as u64;
-        Transmit {
-            destination: self.remote,
-            size,
-        }
+        Transmit { destination, size }
     }
 
-    pub(super) fn begin_packet(&mut self, buf: &mut Vec<u8>) {
+    /// Writes the header of the next packet on path index `i`.
+    pub(super) fn begin_packet(&mut self, buf: &mut Vec<u8>, i: usize) {
+        let p = self.paths.get(i);
         DataHeader {
             conn_id: self.conn_id,
-            pn: self.sent.next_pn(),
+            path: p.id,
+            pn: p.sent.next_pn(),
         }
         .emit(buf);
     }
@@ -179,70 +209,112 @@ impl Connection {
     /// Appends the pending ACK if it fits in a packet that will hold `body` more bytes of
     /// chunks: full-size repairs leave no room for one (the ACK then rides the next source
     /// packet, or goes alone when nothing else is to be sent).
-    pub(super) fn emit_ack_if_fits(&mut self, now: Instant, buf: &mut Vec<u8>, body: usize) {
-        let Some(ack) = self.pending_ack(now) else {
+    pub(super) fn emit_ack_if_fits(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        i: usize,
+        body: usize,
+    ) {
+        let Some(ack) = self.pending_ack(now, i) else {
             return;
         };
         let len = buf.len() - self.bufs.start;
         if len + ack.encoded_len() + body + TAG_LEN <= self.config.max_datagram {
-            self.emit_ack(&ack, buf);
+            self.emit_ack(&ack, buf, i);
         }
     }
 
-    /// The ACK that would go out at `now`, if one is pending.
-    pub(super) fn pending_ack(&self, now: Instant) -> Option<Ack> {
-        self.recv.ack.pending(now, self.recv.decoder.status())
+    /// The ACK of path index `i` that would go out at `now`, if one is pending.
+    pub(super) fn pending_ack(&self, now: Instant, i: usize) -> Option<Ack> {
+        self.paths
+            .get(i)
+            .ack
+            .pending(now, self.recv.decoder.status())
     }
 
-    fn emit_ack_if_pending(&mut self, now: Instant, buf: &mut Vec<u8>) {
-        if let Some(ack) = self.pending_ack(now) {
-            self.emit_ack(&ack, buf);
+    pub(super) fn emit_ack_if_pending(&mut self, now: Instant, buf: &mut Vec<u8>, i: usize) {
+        if let Some(ack) = self.pending_ack(now, i) {
+            self.emit_ack(&ack, buf, i);
         }
     }
 
     /// Appends `ack` (from [`Connection::pending_ack`]) and clears what was pending.
-    fn emit_ack(&mut self, ack: &Ack, buf: &mut Vec<u8>) {
+    fn emit_ack(&mut self, ack: &Ack, buf: &mut Vec<u8>, i: usize) {
         ack.emit(buf);
-        self.recv.ack.on_sent();
+        self.paths.get_mut(i).ack.on_sent();
     }
 
+    /// Seals the packet being written for path index `i`, records it in the path's
+    /// ledger, controller and pacer, and hands it to the path's address.
     pub(super) fn finish_packet(
         &mut self,
         now: Instant,
         buf: &mut Vec<u8>,
+        i: usize,
         kind: SentKind,
         eliciting: bool,
     ) -> Transmit {
-        let pn = self.sent.next_pn();
-        if let Some(key) = &self.keys.tx {
-            key.seal_at(pn, buf, self.bufs.start, DATA_HEADER_LEN);
-        }
-        let in_flight = self.sent.on_sent(now, kind, eliciting);
-        if eliciting {
-            self.cc.on_sent(now, 1, in_flight);
-            self.timers.last_ack_eliciting_sent = Some(now);
-        }
-        self.pacer.on_sent(now, buf.len() - self.bufs.start);
-        self.timers.last_sent = Some(now);
-        self.trim_sent();
-        self.transmit(buf)
+        let to = self.paths.get(i).remote;
+        self.finish_packet_to(now, buf, i, kind, eliciting, to)
     }
 
-    fn send_repair(&mut self, now: Instant, buf: &mut Vec<u8>, plan: RepairPlan) -> Transmit {
+    /// [`Connection::finish_packet`] to `to` (path validation answers where it was asked).
+    pub(super) fn finish_packet_to(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        i: usize,
+        kind: SentKind,
+        eliciting: bool,
+        to: SocketAddr,
+    ) -> Transmit {
+        let p = self.paths.get_mut(i);
+        let header = DataHeader {
+            conn_id: self.conn_id,
+            path: p.id,
+            pn: p.sent.next_pn(),
+        };
+        if let Some(key) = &self.keys.tx {
+            key.seal_at(header.nonce_pn(), buf, self.bufs.start, DATA_HEADER_LEN);
+        }
+        let in_flight = p.sent.on_sent(now, kind, eliciting);
+        if eliciting {
+            p.cc.on_sent(now, 1, in_flight);
+            p.on_eliciting_sent(now);
+        }
+        p.pacer.on_sent(now, buf.len() - self.bufs.start);
+        // Probes of a dead or standby path do not restart the session's probe timer: it
+        // guards the data on the paths that carry it.
+        if eliciting && !self.paths.probed(i) {
+            self.timers.last_ack_eliciting_sent = Some(now);
+        }
+        self.timers.last_sent = Some(now);
+        self.trim_sent(i);
+        self.transmit(buf, to)
+    }
+
+    fn send_repair(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        i: usize,
+        plan: RepairPlan,
+    ) -> Transmit {
         let first = self.encoder.first_id();
         let count = (plan.end - first).min(u64::from(u16::MAX)) as u16;
-        self.begin_packet(buf);
+        self.begin_packet(buf, i);
         let header = match self.encoder.repair(first, count, &mut self.bufs.repair) {
             Ok(h) => h,
             Err(e) => {
                 tracing::debug!(conn = self.conn_id, error = %e, "repair generation failed");
                 self.repair.abandon();
-                self.emit_ack_if_pending(now, buf);
-                return self.finish_packet(now, buf, SentKind::Control, false);
+                self.emit_ack_if_pending(now, buf, i);
+                return self.finish_packet(now, buf, i, SentKind::Control, false);
             }
         };
         let body = wire::repair_chunk_len(&header, self.bufs.repair.len());
-        self.emit_ack_if_fits(now, buf, body);
+        self.emit_ack_if_fits(now, buf, i, body);
         wire::emit_repair(buf, &header, &self.bufs.repair);
         self.repair.on_repair_sent(&plan);
         self.stats.repair_origin[plan.origin as usize] += 1;
@@ -253,10 +325,27 @@ impl Connection {
         self.stats.repair_bytes_sent += self.bufs.repair.len() as u64;
         let end = first + u64::from(count);
         let origin: RepairOrigin = plan.origin;
-        self.finish_packet(now, buf, SentKind::Repair { end, origin }, true)
+        self.finish_packet(now, buf, i, SentKind::Repair { end, origin }, true)
     }
 
-    fn send_source(&mut self, now: Instant, buf: &mut Vec<u8>) -> Transmit {
+    /// A coded copy of source symbol `id` alone on path index `i` (the redundant policy):
+    /// a one-symbol repair, which decodes that symbol if its first copy is lost.
+    fn send_copy(&mut self, now: Instant, buf: &mut Vec<u8>, i: usize, id: u64) -> Transmit {
+        self.begin_packet(buf, i);
+        let Ok(header) = self.encoder.repair(id, 1, &mut self.bufs.repair) else {
+            self.emit_ack_if_pending(now, buf, i);
+            return self.finish_packet(now, buf, i, SentKind::Control, false);
+        };
+        let body = wire::repair_chunk_len(&header, self.bufs.repair.len());
+        self.emit_ack_if_fits(now, buf, i, body);
+        wire::emit_repair(buf, &header, &self.bufs.repair);
+        self.stats.repair_sent += 1;
+        self.stats.repair_bytes_sent += self.bufs.repair.len() as u64;
+        // Not a repair the scheduler owes or counts: its loss owes nothing.
+        self.finish_packet(now, buf, i, SentKind::Control, true)
+    }
+
+    fn send_source(&mut self, now: Instant, buf: &mut Vec<u8>, i: usize) -> Transmit {
         if self.encoder.is_empty() {
             self.repair.on_busy(now);
         }
@@ -267,30 +356,30 @@ impl Connection {
                 // Cannot happen: we checked is_full and bounded the payload by the symbol size.
                 tracing::error!(conn = self.conn_id, error = %e, "encoder refused a source symbol");
                 self.bufs.payload = payload;
-                self.begin_packet(buf);
-                return self.finish_packet(now, buf, SentKind::Control, false);
+                self.begin_packet(buf, i);
+                return self.finish_packet(now, buf, i, SentKind::Control, false);
             }
         };
-        self.begin_packet(buf);
-        self.emit_ack_if_pending(now, buf);
+        self.begin_packet(buf, i);
+        self.emit_ack_if_pending(now, buf, i);
         // The SOURCE chunk is the packet's last, so it goes without its length.
         wire::emit_source_last(buf, id, &payload);
         self.stats.source_sent += 1;
         self.stats.source_bytes_sent += payload.len() as u64;
         self.bufs.payload = payload;
-        let ratio = self.current_repair_ratio();
+        let ratio = self.current_repair_ratio(i);
         self.repair.on_source_sent(ratio);
-        self.finish_packet(now, buf, SentKind::Source(id), true)
+        self.paths.queue_copies(i, id);
+        self.finish_packet(now, buf, i, SentKind::Source(id), true)
     }
 
     /// Fills `self.bufs.payload` with frames for one source symbol. Returns false if there
     /// is nothing to send.
-    fn build_payload(&mut self) -> bool {
+    fn build_payload(&mut self, i: usize) -> bool {
         // A symbol holds `S − 2` bytes of frames; the packet must also fit the datagram
         // limit with the ACK that will ride in front of it.
-        let ack = self
-            .pending_ack(self.recv.ack.largest_time.unwrap_or(self.created))
-            .map_or(0, |a| a.encoded_len_bound());
+        let at = self.paths.get(i).ack.largest_time.unwrap_or(self.created);
+        let ack = self.pending_ack(at, i).map_or(0, |a| a.encoded_len_bound());
         let cap = (self.config.symbol_size - 2).min(
             self.config
                 .max_datagram

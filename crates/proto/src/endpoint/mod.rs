@@ -311,7 +311,7 @@ impl Endpoint {
             return;
         };
         match ty {
-            wire::TYPE_DATA => {
+            ty if wire::data_path(ty).is_some() => {
                 if let Some(c) = self.connections.get_mut(&conn_id) {
                     c.handle_data(now, from, data);
                 } else {

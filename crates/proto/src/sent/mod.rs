@@ -85,6 +85,16 @@ pub(crate) struct InFlightAfter {
     pub(crate) covered_sources: u32,
 }
 
+impl InFlightAfter {
+    /// Adds another path's share of the flight.
+    pub(crate) fn add(&mut self, other: &InFlightAfter) {
+        self.reactive += other.reactive;
+        self.speculative += other.speculative;
+        self.sources += other.sources;
+        self.covered_sources += other.covered_sources;
+    }
+}
+
 /// The flight as tail repairs see it (see `repair::tail_budget`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct TailCensus {
@@ -147,6 +157,17 @@ pub(crate) struct SentLedger {
 }
 
 impl SentLedger {
+    /// An empty ledger whose first datagram is numbered `pn` (a path id used again
+    /// continues its numbers, so the peer's replay window and number reconstruction for
+    /// it stay valid).
+    pub(crate) fn starting_at(pn: u64) -> Self {
+        SentLedger {
+            next_pn: pn,
+            base: pn,
+            ..SentLedger::default()
+        }
+    }
+
     /// The number the next datagram gets.
     pub(crate) fn next_pn(&self) -> u64 {
         self.next_pn
@@ -439,6 +460,27 @@ impl SentLedger {
         }
         let (in_flight, _) = self.in_flight_from(ack_index);
         (in_flight.sources == 0).then_some(in_flight)
+    }
+
+    /// What is in flight above the largest acknowledged packet (everything, before any
+    /// ACK), and the first source symbol there: another path's share of a flight that
+    /// one path's ACK cannot see (issue 29).
+    pub(crate) fn unacked_flight(&mut self) -> (InFlightAfter, Option<SymbolId>) {
+        self.in_flight_from(self.largest_acked.map_or(0, |l| self.index_after(l)))
+    }
+
+    /// Declares every packet in flight lost (its path died), calling `on_lost` with each
+    /// one's kind, oldest first; returns how many.
+    pub(crate) fn declare_all_lost(&mut self, mut on_lost: impl FnMut(SentKind)) -> u64 {
+        let mut lost = 0;
+        for p in self.sent.iter_mut().filter(|p| p.in_flight && !p.acked) {
+            p.lost = true;
+            p.in_flight = false;
+            lost += 1;
+            on_lost(p.kind);
+        }
+        self.in_flight -= lost;
+        lost
     }
 
     /// Whether any repair is in flight.

@@ -3,8 +3,8 @@
 
 use super::datagram::{parse_datagram_chunk, CHUNK_DATAGRAM, CHUNK_DATAGRAM_REPAIR};
 use super::{
-    expand_u24, low24_le, put_varint, varint_len, Reader, WireError, CONN_ID_OFFSET,
-    HANDSHAKE_CONN_ID_OFFSET, TYPE_ACCEPT, TYPE_DATA, TYPE_INITIATE, TYPE_REJECT, TYPE_RESET,
+    data_path, data_type, expand_u24, low24_le, put_varint, varint_len, Reader, WireError,
+    CONN_ID_OFFSET, HANDSHAKE_CONN_ID_OFFSET, TYPE_ACCEPT, TYPE_INITIATE, TYPE_REJECT, TYPE_RESET,
 };
 use ctcp_rlnc::{Coefficients, RepairHeader, SymbolId};
 
@@ -13,8 +13,11 @@ use ctcp_rlnc::{Coefficients, RepairHeader, SymbolId};
 pub struct DataHeader {
     /// The session.
     pub conn_id: u32,
-    /// Transmission number: unique per datagram sent in this direction. The wire carries
-    /// its low 24 bits; the AEAD nonce is derived from all 64.
+    /// The path it was sent on (0 for a single-path session; carried in the type byte).
+    pub path: u8,
+    /// Transmission number: unique per datagram sent on this path in this direction. The
+    /// wire carries its low 24 bits; the AEAD nonce is derived from all 64 and the path
+    /// ([`DataHeader::nonce_pn`]).
     pub pn: u64,
 }
 
@@ -26,20 +29,34 @@ impl DataHeader {
     /// the sender stays within 2^23 of it, which any window of packets in flight does.
     pub fn parse(buf: &[u8], largest_pn: Option<u64>) -> Result<Self, WireError> {
         let mut r = Reader::new(buf);
-        if r.u8("type")? != TYPE_DATA {
-            return Err(WireError::Invalid("data type"));
-        }
+        let path = data_path(r.u8("type")?).ok_or(WireError::Invalid("data type"))?;
         let conn_id = r.u32("conn id")?;
         let truncated = r.u24("packet number")?;
         let expected = largest_pn.map_or(0, |l| l.saturating_add(1));
         Ok(DataHeader {
             conn_id,
+            path,
             pn: expand_u24(expected, truncated),
         })
     }
+
+    /// The path a data packet was sent on, read before its packet number is reconstructed
+    /// (each path numbers its packets on its own, so the reference is the path's).
+    pub fn peek_path(buf: &[u8]) -> Result<u8, WireError> {
+        let ty = *buf.first().ok_or(WireError::Truncated("type"))?;
+        data_path(ty).ok_or(WireError::Invalid("data type"))
+    }
+
+    /// The number the AEAD nonce is made from: the packet number with the path id in its
+    /// top byte, so packets of different paths (separate number spaces, one key) never
+    /// share a nonce. Packet numbers stay far below 2^56; on path 0 it is the packet number.
+    #[must_use]
+    pub fn nonce_pn(&self) -> u64 {
+        self.pn | (u64::from(self.path) << 56)
+    }
     /// Appends the header to `out` ([`DATA_HEADER_LEN`](super::DATA_HEADER_LEN) bytes, the low 24 bits of `pn`).
     pub fn emit(&self, out: &mut Vec<u8>) {
-        out.push(TYPE_DATA);
+        out.push(data_type(self.path));
         out.extend_from_slice(&self.conn_id.to_le_bytes());
         out.extend_from_slice(&low24_le(self.pn));
     }
@@ -50,7 +67,10 @@ impl DataHeader {
 pub fn conn_id_offset(ty: u8) -> Option<usize> {
     match ty {
         TYPE_INITIATE | TYPE_ACCEPT | TYPE_REJECT => Some(HANDSHAKE_CONN_ID_OFFSET),
-        TYPE_DATA | TYPE_RESET => Some(CONN_ID_OFFSET),
+        TYPE_RESET => Some(CONN_ID_OFFSET),
+        // Data packets of every path (`0x01`, `0x11`..): the balancer's "everything but
+        // INITIATE" rule reads the same offset.
+        t if data_path(t).is_some() => Some(CONN_ID_OFFSET),
         _ => None,
     }
 }
@@ -86,6 +106,10 @@ pub const CHUNK_PADDING: u8 = 0x06;
 /// packet. The sender uses it when the SOURCE chunk is the packet's last (it always is),
 /// saving the 2-byte length of [`CHUNK_SOURCE`].
 pub const CHUNK_SOURCE_LAST: u8 = 0x07;
+/// Chunk type: path challenge, an 8-byte token the peer must echo on the same path.
+pub const CHUNK_PATH_CHALLENGE: u8 = 0x0a;
+/// Chunk type: path response, echoing a [`CHUNK_PATH_CHALLENGE`]'s token.
+pub const CHUNK_PATH_RESPONSE: u8 = 0x0b;
 
 /// An acknowledgement: what the decoder holds and which transmissions arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -298,6 +322,10 @@ pub enum Chunk<'a> {
     },
     /// Asks the peer to acknowledge.
     Ping,
+    /// Asks the peer to echo this token on the path it came on (path validation).
+    PathChallenge(u64),
+    /// Echoes a [`Chunk::PathChallenge`] token.
+    PathResponse(u64),
     /// The sender closes the connection.
     Close {
         /// Application close code.
@@ -406,6 +434,8 @@ impl<'a> Iterator for Chunks<'a> {
                     })
                 })(),
                 CHUNK_PING => Ok(Chunk::Ping),
+                CHUNK_PATH_CHALLENGE => self.r.u64("challenge").map(Chunk::PathChallenge),
+                CHUNK_PATH_RESPONSE => self.r.u64("response").map(Chunk::PathResponse),
                 // Issue 27: datagram chunks (`wire::datagram`).
                 CHUNK_DATAGRAM | CHUNK_DATAGRAM_REPAIR => {
                     parse_datagram_chunk(ty, &mut self.r, self.symbol_size, self.datagram_expected)
@@ -488,6 +518,18 @@ pub fn emit_repair(out: &mut Vec<u8>, header: &RepairHeader, data: &[u8]) {
 /// Appends a PING chunk.
 pub fn emit_ping(out: &mut Vec<u8>) {
     out.push(CHUNK_PING);
+}
+
+/// Appends a PATH_CHALLENGE chunk (9 bytes).
+pub fn emit_path_challenge(out: &mut Vec<u8>, token: u64) {
+    out.push(CHUNK_PATH_CHALLENGE);
+    out.extend_from_slice(&token.to_le_bytes());
+}
+
+/// Appends a PATH_RESPONSE chunk (9 bytes).
+pub fn emit_path_response(out: &mut Vec<u8>, token: u64) {
+    out.push(CHUNK_PATH_RESPONSE);
+    out.extend_from_slice(&token.to_le_bytes());
 }
 
 /// Appends a CLOSE chunk; the reason is truncated to 255 bytes.

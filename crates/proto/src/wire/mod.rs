@@ -14,11 +14,11 @@ mod handshake;
 mod tests;
 
 pub use self::data::{
-    conn_id_offset, emit_close, emit_ping, emit_repair, emit_source, emit_source_last,
-    peek_conn_id, repair_chunk_len, Ack, Chunk, Chunks, DataHeader, LateArrivals,
-    ACK_CHUNK_MAX_LEN, CHUNK_ACK, CHUNK_CLOSE, CHUNK_PADDING, CHUNK_PING, CHUNK_REPAIR,
-    CHUNK_SOURCE, CHUNK_SOURCE_LAST, MAX_LATE, REPAIR_HEADER_LEN, SOURCE_HEADER_LEN,
-    SOURCE_LAST_HEADER_LEN, SYMBOL_ID_LEN,
+    conn_id_offset, emit_close, emit_path_challenge, emit_path_response, emit_ping, emit_repair,
+    emit_source, emit_source_last, peek_conn_id, repair_chunk_len, Ack, Chunk, Chunks, DataHeader,
+    LateArrivals, ACK_CHUNK_MAX_LEN, CHUNK_ACK, CHUNK_CLOSE, CHUNK_PADDING, CHUNK_PATH_CHALLENGE,
+    CHUNK_PATH_RESPONSE, CHUNK_PING, CHUNK_REPAIR, CHUNK_SOURCE, CHUNK_SOURCE_LAST, MAX_LATE,
+    REPAIR_HEADER_LEN, SOURCE_HEADER_LEN, SOURCE_LAST_HEADER_LEN, SYMBOL_ID_LEN,
 };
 pub use self::datagram::{
     emit_datagram, emit_datagram_repair, CHUNK_DATAGRAM, CHUNK_DATAGRAM_REPAIR,
@@ -31,7 +31,7 @@ pub use self::handshake::{
 
 /// Protocol version carried in the handshake; a peer of another version is refused (the
 /// history is in docs/PROTOCOL.md, "Versions").
-pub const VERSION: u8 = 7;
+pub const VERSION: u8 = 8;
 
 /// Packet type: client → server handshake request.
 pub const TYPE_INITIATE: u8 = 0x01;
@@ -39,6 +39,35 @@ pub const TYPE_INITIATE: u8 = 0x01;
 pub const TYPE_ACCEPT: u8 = 0x02;
 /// Packet type: AEAD-protected data packet.
 pub const TYPE_DATA: u8 = 0x03;
+/// Packet types of data packets sent on an added path (multipath): `TYPE_DATA_PATH + id`
+/// for path ids `1..MAX_PATHS`; path 0 keeps [`TYPE_DATA`], so a single-path session's
+/// packets are the same bytes as before paths existed. The header is as long as
+/// [`TYPE_DATA`]'s: the path id rides in the type byte.
+pub const TYPE_DATA_PATH: u8 = 0x10;
+/// Paths one session may have at once (ids `0..MAX_PATHS`): bounded so a peer cannot make
+/// the other end keep unbounded per-path state.
+pub const MAX_PATHS: u8 = 8;
+
+/// The path a data packet's type byte names, or `None` if it is not a data type.
+#[must_use]
+pub fn data_path(ty: u8) -> Option<u8> {
+    match ty {
+        TYPE_DATA => Some(0),
+        t if t > TYPE_DATA_PATH && t < TYPE_DATA_PATH + MAX_PATHS => Some(t - TYPE_DATA_PATH),
+        _ => None,
+    }
+}
+
+/// The type byte of a data packet on path `path` (the inverse of [`data_path`]).
+#[must_use]
+pub fn data_type(path: u8) -> u8 {
+    if path == 0 {
+        TYPE_DATA
+    } else {
+        TYPE_DATA_PATH + path
+    }
+}
+
 /// Packet type: stateless reset, sent for data packets of an unknown connection.
 pub const TYPE_RESET: u8 = 0x04;
 /// Packet type: server → client refusal of an INITIATE (see [`Reject`]). Its layout up to

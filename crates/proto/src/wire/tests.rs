@@ -112,6 +112,7 @@ fn data_header_round_trip() {
     ] {
         let h = DataHeader {
             conn_id: 0x00c0_ffee,
+            path: 0,
             pn,
         };
         let mut out = Vec::new();
@@ -123,7 +124,12 @@ fn data_header_round_trip() {
     }
     // The wire keeps 24 bits: a number 2^24 away from the reference is a different one.
     let mut out = Vec::new();
-    DataHeader { conn_id: 1, pn: 5 }.emit(&mut out);
+    DataHeader {
+        conn_id: 1,
+        path: 0,
+        pn: 5,
+    }
+    .emit(&mut out);
     assert_eq!(
         DataHeader::parse(&out, Some(1 << 24)).unwrap().pn,
         (1 << 24) + 5

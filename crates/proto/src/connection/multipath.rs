@@ -1,0 +1,268 @@
+//! The session's multipath entry points (issue 29): opening paths, validating addresses,
+//! declaring paths dead and probing them back, and the control packets each path sends.
+//! The per-path state is `path::PathData`, the set and the scheduler `paths::Paths`.
+
+use super::{Connection, State, Transmit};
+use crate::sent::SentKind;
+use crate::wire::{self, MAX_PATHS};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// Why a path could not be added.
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+pub enum PathError {
+    /// The session is not established (paths are added once it is).
+    #[error("session not established")]
+    NotConnected,
+    /// The session has [`MAX_PATHS`] paths already.
+    #[error("at most {MAX_PATHS} paths per session")]
+    TooManyPaths,
+}
+
+/// One path as the application sees it (for logs, metrics and tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathInfo {
+    /// The path id on the wire.
+    pub id: u8,
+    /// Where its datagrams go.
+    pub remote: SocketAddr,
+    /// Whether the peer answered a challenge from that address (or the handshake did).
+    pub validated: bool,
+    /// Whether it was declared dead (only probes go out on it).
+    pub dead: bool,
+    /// Smoothed RTT measured on it.
+    pub srtt: Duration,
+    /// Its congestion window, in packets.
+    pub cwnd: u64,
+    /// Ack-eliciting packets in flight on it.
+    pub in_flight: u64,
+    /// Datagrams sent on it (its packet numbers used).
+    pub sent: u64,
+}
+
+impl Connection {
+    /// Opens another path to the peer at `remote` (which may be the session's address,
+    /// for a path through another local interface: the caller sends the path's datagrams
+    /// from the socket it chose for it). The path carries data once the peer answers its
+    /// challenge. Returns its id.
+    ///
+    /// # Errors
+    /// [`PathError::NotConnected`] before the handshake completes or after the end,
+    /// [`PathError::TooManyPaths`] with [`MAX_PATHS`] paths already.
+    pub fn add_path(&mut self, now: Instant, remote: SocketAddr) -> Result<u8, PathError> {
+        if !self.is_established() {
+            return Err(PathError::NotConnected);
+        }
+        let id = self.paths.free_id().ok_or(PathError::TooManyPaths)?;
+        self.paths
+            .add(now, id, remote, &self.config)
+            .ok_or(PathError::TooManyPaths)?;
+        tracing::debug!(conn = self.conn_id, path = id, %remote, "path added");
+        Ok(id)
+    }
+
+    /// Closes path `id` (its interface went away): what it held in flight counts as lost
+    /// and is repaired over the others. Path 0 stays (it dies and is probed instead).
+    /// Returns whether a path was removed.
+    pub fn remove_path(&mut self, now: Instant, id: u8) -> bool {
+        let Some(i) = self.paths.index_of(id).filter(|_| id != 0) else {
+            return false;
+        };
+        self.lose_path_flight(now, i);
+        self.paths.remove(i);
+        tracing::debug!(conn = self.conn_id, path = id, "path removed");
+        true
+    }
+
+    /// The session's paths.
+    pub fn paths(&self) -> Vec<PathInfo> {
+        self.paths
+            .iter()
+            .map(|p| PathInfo {
+                id: p.id,
+                remote: p.remote,
+                validated: p.validation.validated,
+                dead: p.liveness.dead,
+                srtt: p.rtt.srtt(),
+                cwnd: p.cc.window(),
+                in_flight: p.sent.in_flight(),
+                sent: p.sent.next_pn(),
+            })
+            .collect()
+    }
+
+    /// The path index an authenticated-to-be packet on wire path `id` belongs to, creating
+    /// the path (unvalidated, with a challenge to `from`) if the peer opened it. `None` if
+    /// the session is not established or has no room.
+    pub(super) fn path_for(&mut self, now: Instant, id: u8, from: SocketAddr) -> Option<usize> {
+        if let Some(i) = self.paths.index_of(id) {
+            return Some(i);
+        }
+        if !matches!(self.state, State::Established) {
+            return None;
+        }
+        let i = self.paths.add(now, id, from, &self.config)?;
+        tracing::debug!(conn = self.conn_id, path = id, %from, "peer opened a path");
+        Some(i)
+    }
+
+    /// An authenticated packet on path index `i` from `from`, the newest on that path if
+    /// `newest`: a new address is challenged (traffic stays where it was until it
+    /// answers), and a path heard from its own address lives.
+    pub(super) fn on_path_packet(
+        &mut self,
+        now: Instant,
+        i: usize,
+        from: SocketAddr,
+        newest: bool,
+    ) {
+        let p = self.paths.get_mut(i);
+        if from == p.remote {
+            if p.on_heard() {
+                tracing::debug!(conn = self.conn_id, path = p.id, "path answers again");
+                self.paths.count_change();
+            }
+            return;
+        }
+        // A challenge to this address already out is not repeated; one given up is tried
+        // again after a hold-off, so a replaying attacker draws a few small datagrams per
+        // hold-off, never a stream.
+        let retry = p
+            .validation
+            .challenge
+            .is_none_or(|c| c.addr != from || now >= c.created + super::path::RECHALLENGE_AFTER);
+        if newest && retry {
+            tracing::debug!(conn = self.conn_id, path = p.id, old = %p.remote, new = %from, "peer address changed: challenging it");
+            let token = self.paths.next_token();
+            self.paths.get_mut(i).challenge(now, from, token);
+            self.paths.count_change();
+        }
+    }
+
+    /// A PATH_RESPONSE on path index `i` from `from`.
+    pub(super) fn on_path_response(&mut self, i: usize, token: u64, from: SocketAddr) {
+        let p = self.paths.get_mut(i);
+        if p.on_response(token, from) {
+            p.on_heard();
+            tracing::debug!(conn = self.conn_id, path = p.id, %from, "path validated");
+            self.paths.count_change();
+        }
+    }
+
+    /// Declares path index `i` dead: everything in flight on it is lost (repairs for it
+    /// are owed, and go out on the paths that live), and it carries probes only until it
+    /// answers again.
+    pub(super) fn declare_dead(&mut self, now: Instant, i: usize) {
+        let p = self.paths.get_mut(i);
+        p.liveness.dead = true;
+        p.liveness.waiting_since = None;
+        p.liveness.next_probe = None;
+        p.timers.loss_time = None;
+        tracing::debug!(
+            conn = self.conn_id,
+            path = p.id,
+            "path silent: declared dead"
+        );
+        self.lose_path_flight(now, i);
+        self.paths.count_change();
+    }
+
+    /// Declares everything in flight on path index `i` lost and owes what that calls for.
+    fn lose_path_flight(&mut self, now: Instant, i: usize) {
+        let p = self.paths.get_mut(i);
+        let min_rtt = p.rtt.min_rtt();
+        let repair = &mut self.repair;
+        let lost = p
+            .sent
+            .declare_all_lost(|kind| repair.on_lost(now, min_rtt, kind));
+        self.stats.lost += lost;
+        self.trim_sent(i);
+        self.owe_tail_shortfall();
+    }
+
+    /// Paths whose silence has become death by `now` are declared dead. All of them may
+    /// be (a total outage): each is probed until one answers, and the idle timeout ends
+    /// the session if none does. A single-path session never declares its path dead.
+    pub(super) fn check_paths(&mut self, now: Instant) {
+        if self.paths.len() < 2 {
+            return;
+        }
+        let mad = self.config.max_ack_delay;
+        for i in 0..self.paths.len() {
+            if self
+                .paths
+                .get(i)
+                .dead_deadline(mad)
+                .is_some_and(|d| now >= d)
+            {
+                self.declare_dead(now, i);
+            }
+        }
+    }
+
+    /// The earliest path deadline: a death, a challenge copy or a probe.
+    pub(super) fn paths_timeout(&self) -> Option<Instant> {
+        if self.paths.len() < 2 && self.paths.get(0).validation.challenge.is_none() {
+            return None;
+        }
+        let mad = self.config.max_ack_delay;
+        (0..self.paths.len())
+            .flat_map(|i| {
+                let p = self.paths.get(i);
+                let probe = self
+                    .paths
+                    .probed(i)
+                    .then(|| p.liveness.next_probe.unwrap_or(self.recv.last_received));
+                [p.dead_deadline(mad), p.challenge_deadline(mad), probe]
+            })
+            .flatten()
+            .min()
+    }
+
+    /// Path index `i`'s control packet, if one is due: an ACK owed from a batch of
+    /// arrivals, a challenge response, a challenge, or a probe of a dead or standby path.
+    pub(super) fn poll_path_control(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        i: usize,
+    ) -> Option<Transmit> {
+        if let Some(ack) = self.paths.get_mut(i).ack.owed.pop_front() {
+            // Taken while a batch of arrivals was read (`AckState::owed`): alone, at once.
+            self.begin_packet(buf, i);
+            ack.emit(buf);
+            return Some(self.finish_packet(now, buf, i, SentKind::Control, false));
+        }
+        if let Some((token, to)) = self.paths.get_mut(i).validation.respond.take() {
+            self.begin_packet(buf, i);
+            wire::emit_path_response(buf, token);
+            return Some(self.finish_packet_to(now, buf, i, SentKind::Control, false, to));
+        }
+        let mad = self.config.max_ack_delay;
+        if let Some((to, token)) = self.paths.get(i).challenge_due(now, mad) {
+            self.paths.get_mut(i).on_challenge_sent(now);
+            self.begin_packet(buf, i);
+            wire::emit_path_challenge(buf, token);
+            // Ack-eliciting, so the answer also measures the path's RTT.
+            return Some(self.finish_packet_to(now, buf, i, SentKind::Control, true, to));
+        }
+        let probe_due = self.paths.probed(i) && self.paths.probe_due(i).is_none_or(|t| now >= t);
+        if probe_due {
+            // What a dead path still holds will not arrive: settle it before probing, so
+            // its ledger stays bounded however long the path is down.
+            self.lose_path_flight(now, i);
+            self.paths.on_probe_sent(i, now);
+            self.begin_packet(buf, i);
+            self.emit_ack_if_pending(now, buf, i);
+            wire::emit_ping(buf);
+            let t = self.finish_packet(now, buf, i, SentKind::Control, true);
+            // A probe of a dead path must not restart its death clock.
+            if self.paths.get(i).liveness.dead {
+                self.paths.get_mut(i).liveness.waiting_since = None;
+            }
+            return Some(t);
+        }
+        None
+    }
+}

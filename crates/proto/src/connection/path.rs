@@ -1,0 +1,235 @@
+//! One network path of a session (issue 29, after quinn's `PathData`): where it leads,
+//! whether the peer proved it is there, and everything measured and controlled on it
+//! alone (its packet numbers and sent ledger, RTT, loss, burst and reorder estimates,
+//! congestion controller, pacer, the receive side's ACK state and replay window).
+//!
+//! Each path numbers its packets on its own, so an ACK (which travels on the path whose
+//! packets it reports) settles that path's ledger only, and one path's delay never reads
+//! as another's reordering or loss. A single-path session is path 0 and behaves exactly
+//! as the session did before paths existed.
+
+use super::ack::AckState;
+use crate::cc::{new_controller, CcConfig, Controller};
+use crate::config::TransportConfig;
+use crate::crypto::ReplayWindow;
+use crate::estimate::loss::LossEstimator;
+use crate::estimate::reorder::ReorderEstimator;
+use crate::pacer::Pacer;
+use crate::rtt::RttEstimator;
+use crate::sent::SentLedger;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// Challenges sent for one address before it is given up (each a PTO apart).
+const CHALLENGE_TRIES: u8 = 5;
+
+/// How long after a challenge to an address was created it may be started again (when
+/// its copies went unanswered).
+pub(super) const RECHALLENGE_AFTER: Duration = Duration::from_secs(2);
+
+/// How often a path declared dead (or kept as standby) is probed.
+pub(super) const PROBE_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Path validation: the address the path sends to is one the peer answered a challenge
+/// from (or, for path 0, the handshake's), so a datagram with a forged or rewritten
+/// source address never moves traffic.
+#[derive(Debug, Default)]
+pub(super) struct Validation {
+    /// Whether `remote` is validated (data may be sent there).
+    pub(super) validated: bool,
+    /// A challenge out to an address, waiting for its response.
+    pub(super) challenge: Option<Challenge>,
+    /// A challenge the peer sent on this path: (token, the address it came from), echoed
+    /// once on this path to that address.
+    pub(super) respond: Option<(u64, SocketAddr)>,
+}
+
+/// A challenge in flight.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Challenge {
+    /// Where it goes (the address being validated).
+    pub(super) addr: SocketAddr,
+    /// The token the response must echo.
+    pub(super) token: u64,
+    /// When it was created (due at once).
+    pub(super) created: Instant,
+    /// When it was last sent (`None`: not yet).
+    pub(super) sent: Option<Instant>,
+    /// Copies sent.
+    pub(super) tries: u8,
+}
+
+/// Whether the peer is answering on a path.
+#[derive(Debug, Default)]
+pub(super) struct Liveness {
+    /// The first ack-eliciting packet sent since the path was last heard from.
+    pub(super) waiting_since: Option<Instant>,
+    /// Declared dead: nothing heard for [`PathData::dead_after`] while waiting. Only
+    /// probes go out on it until it answers again.
+    pub(super) dead: bool,
+    /// When the next probe of a dead or standby path is due.
+    pub(super) next_probe: Option<Instant>,
+}
+
+/// Timers of one path.
+#[derive(Debug, Default)]
+pub(super) struct PathTimers {
+    /// When the next packet in flight crosses the loss-detection time threshold.
+    pub(super) loss_time: Option<Instant>,
+    /// When the pacer next lets a datagram out, if it is what holds data back.
+    pub(super) pacer_wakeup: Option<Instant>,
+    /// When the reordering estimator last began a round.
+    pub(super) last_round: Option<Instant>,
+}
+
+/// One path: see the module docs.
+#[derive(Debug)]
+pub(super) struct PathData {
+    /// The path id on the wire (in the data packet's type byte).
+    pub(super) id: u8,
+    /// The validated address datagrams on this path go to.
+    pub(super) remote: SocketAddr,
+    /// Every datagram sent on this path whose fate is open.
+    pub(super) sent: SentLedger,
+    pub(super) cc: Box<dyn Controller>,
+    pub(super) rtt: RttEstimator,
+    pub(super) pacer: Pacer,
+    pub(super) loss: LossEstimator,
+    pub(super) reorder: ReorderEstimator,
+    /// The receive side: what arrived on this path and when an ACK for it is due.
+    pub(super) ack: AckState,
+    /// The receive side's replay window over this path's packet numbers.
+    pub(super) replay: ReplayWindow,
+    pub(super) timers: PathTimers,
+    pub(super) validation: Validation,
+    pub(super) liveness: Liveness,
+}
+
+impl PathData {
+    /// A path to `remote`; `validated` for path 0 (the handshake proved the address).
+    pub(super) fn new(
+        id: u8,
+        remote: SocketAddr,
+        validated: bool,
+        config: &TransportConfig,
+    ) -> Self {
+        let cc_cfg = CcConfig {
+            initial_window: config.initial_window,
+            max_rate_bps: config.max_rate_bps,
+            mtu: config.max_datagram,
+            ..CcConfig::default()
+        };
+        PathData {
+            id,
+            remote,
+            sent: SentLedger::default(),
+            cc: new_controller(config.congestion, &cc_cfg),
+            rtt: RttEstimator::new(config.initial_rtt),
+            pacer: Pacer::new(config.max_datagram),
+            loss: LossEstimator::default(),
+            reorder: ReorderEstimator::new(),
+            ack: AckState::default(),
+            replay: ReplayWindow::default(),
+            timers: PathTimers::default(),
+            validation: Validation {
+                validated,
+                ..Validation::default()
+            },
+            liveness: Liveness::default(),
+        }
+    }
+
+    /// Whether data may go out on this path now: validated and not declared dead.
+    pub(super) fn usable(&self) -> bool {
+        self.validation.validated && !self.liveness.dead
+    }
+
+    /// Silence after which a path that owes answers is declared dead: three probe
+    /// timeouts of its own round trip (a path losing even 20 % answers within one almost
+    /// always), and at least 100 ms (a path with a tiny RTT must not flap on scheduling
+    /// noise).
+    pub(super) fn dead_after(&self, max_ack_delay: Duration) -> Duration {
+        (self.rtt.pto(max_ack_delay) * 3).max(Duration::from_millis(100))
+    }
+
+    /// When the silence on this path becomes death, if it is waiting for an answer.
+    pub(super) fn dead_deadline(&self, max_ack_delay: Duration) -> Option<Instant> {
+        if self.liveness.dead {
+            return None;
+        }
+        self.liveness
+            .waiting_since
+            .map(|t| t + self.dead_after(max_ack_delay))
+    }
+
+    /// An ack-eliciting packet left on this path.
+    pub(super) fn on_eliciting_sent(&mut self, now: Instant) {
+        self.liveness.waiting_since.get_or_insert(now);
+    }
+
+    /// An authenticated packet arrived on this path: it lives. Returns whether it had been
+    /// declared dead (it comes back into use).
+    pub(super) fn on_heard(&mut self) -> bool {
+        self.liveness.waiting_since = None;
+        std::mem::take(&mut self.liveness.dead)
+    }
+
+    /// Starts validating `addr` with `token` (replacing any challenge in flight).
+    pub(super) fn challenge(&mut self, now: Instant, addr: SocketAddr, token: u64) {
+        self.validation.challenge = Some(Challenge {
+            addr,
+            token,
+            created: now,
+            sent: None,
+            tries: 0,
+        });
+    }
+
+    /// The challenge to send now, if one is due: (address, token).
+    pub(super) fn challenge_due(
+        &self,
+        now: Instant,
+        max_ack_delay: Duration,
+    ) -> Option<(SocketAddr, u64)> {
+        let c = self.validation.challenge?;
+        let due = c
+            .sent
+            .is_none_or(|t| now >= t + self.rtt.pto(max_ack_delay));
+        (due && c.tries < CHALLENGE_TRIES).then_some((c.addr, c.token))
+    }
+
+    /// The challenge went out.
+    pub(super) fn on_challenge_sent(&mut self, now: Instant) {
+        if let Some(c) = self.validation.challenge.as_mut() {
+            c.sent = Some(now);
+            c.tries += 1;
+        }
+    }
+
+    /// When the next challenge copy is due, if one is out and not given up.
+    pub(super) fn challenge_deadline(&self, max_ack_delay: Duration) -> Option<Instant> {
+        let c = self.validation.challenge?;
+        if c.tries >= CHALLENGE_TRIES {
+            return None;
+        }
+        Some(
+            c.sent
+                .map_or(c.created, |t| t + self.rtt.pto(max_ack_delay)),
+        )
+    }
+
+    /// A response echoing `token` arrived on this path from `from`: the address is
+    /// validated if it answers the challenge in flight, and becomes the path's. Returns
+    /// whether it did.
+    pub(super) fn on_response(&mut self, token: u64, from: SocketAddr) -> bool {
+        match self.validation.challenge {
+            Some(c) if c.token == token && c.addr == from => {
+                self.validation.challenge = None;
+                self.validation.validated = true;
+                self.remote = from;
+                true
+            }
+            _ => false,
+        }
+    }
+}
