@@ -11,7 +11,8 @@
 //! - [`report`], [`plots`]: the markdown table and the PNGs;
 //! - [`validate`]: checks of the emulator's delay, loss and rate;
 //! - [`chain`]: `--chain`, a satellite + radio path through a relay (issue 28);
-//! - [`tandem`]: `--tandem`, seed 003's tandem of two lossy segments, 1 to 4 flows.
+//! - [`tandem`]: `--tandem`, seed 003's tandem of two lossy segments, 1 to 4 flows;
+//! - [`udp`]: `--udp`, a UDP stream raw and through the tunnel (issue 27).
 
 pub mod chain;
 pub mod link;
@@ -21,5 +22,6 @@ pub mod procs;
 pub mod report;
 pub mod run;
 pub mod tandem;
+pub mod udp;
 pub mod validate;
 pub mod workload;

@@ -217,3 +217,24 @@ fn dense_flows_keep_the_rate_and_lone_repairs_recover_losses() {
     }
     assert_eq!(got, (0..20).collect::<Vec<_>>());
 }
+
+#[test]
+fn a_flow_with_few_datagrams_per_deadline_is_sparse() {
+    // DNS at 20 queries a second over 500 ms RTT: 50 ms apart, deadline 175 ms.
+    let deadline = Duration::from_millis(175);
+    let mut d = Datagrams::new(S);
+    let mut now = t0();
+    for _ in 0..20 {
+        d.push(now, b"q", 64, deadline);
+        now += Duration::from_millis(40);
+    }
+    assert!(d.sparse(deadline));
+    // 2 Mbit/s of 1,200-byte datagrams (4.8 ms apart) with a 75 ms deadline: dense.
+    let deadline = Duration::from_millis(75);
+    let mut d = Datagrams::new(S);
+    for _ in 0..20 {
+        d.push(now, b"x", 64, deadline);
+        now += Duration::from_micros(4800);
+    }
+    assert!(!d.sparse(deadline));
+}
