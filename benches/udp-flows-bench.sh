@@ -54,7 +54,7 @@ head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$dir/key"; chmod 600 "$di
 queue=$((LINK * 1000 * 1000 / 8 * RTT / 1000))
 "$BIN/ctcp-linkem" --ns-a "$NS_A" --ns-b "$NS_B" --delay "$((RTT * 500))us" \
 	--rate "${LINK}mbit" --queue "$queue" --ready-file "$dir/link.ready" --stats-interval 0 \
-	2> "$dir/linkem.log" &
+	> "$dir/linkem.log" 2>&1 &
 linkem=$!
 for _ in $(seq 200); do [ -f "$dir/link.ready" ] && break; sleep 0.05; done
 [ -f "$dir/link.ready" ] || { cat "$dir/linkem.log" >&2; exit 1; }
