@@ -432,10 +432,11 @@ const MAX_RESOLVING: usize = 64;
 /// Datagrams a flow whose name is resolving holds, at most (the rest are dropped).
 const PENDING_DATAGRAMS: usize = 8;
 /// Bytes a reverse flow reads from its target at most: more than any session carries in
-/// one datagram (`transport.symbol_size` is at most 1,408), so a longer reply is seen as
-/// such and dropped rather than cut short. Each flow's reader holds one such buffer (a
-/// 64 KiB one each made 1,024 flows cost 64 MiB).
-const FLOW_READ: usize = 4096;
+/// one datagram (`transport.symbol_size` is at most 1,408, so a flow's payload at most
+/// 1,402 bytes), so a longer reply is seen as such and dropped rather than cut short.
+/// Each flow's reader holds one such buffer, most of a flow's memory: a 64 KiB one each
+/// made 1,024 flows cost 64 MiB.
+const FLOW_READ: usize = 1536;
 
 async fn resolve(host: &str, port: u16) -> Option<SocketAddr> {
     tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((host, port)))
