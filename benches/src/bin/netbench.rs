@@ -36,6 +36,16 @@
 //! 310 ms) at p50/p90/p99, over all records and after a 5 s warm-up; rows go to
 //! `benches/results/netbench-chain-delay.json`.
 //!
+//! `--udp` (issue 27) runs [`ctcp_benches::netbench::udp`]: on a 10 Mbit/s link with a
+//! one-BDP queue, RTT 100 ms and Bernoulli loss 0, 10 and 20 % both ways (`--rtt`, `--loss`
+//! pick others), a seeded generator in A sends 2 Mbit/s of 1,200-byte datagrams
+//! (`--udp-traffic voip`: 160 bytes, 50/s; `stream,voip` both) for `--udp-secs` (default
+//! 20) to a sink in B, first raw across the link, then through SOCKS UDP ASSOCIATE into a
+//! fresh ctcp pair. Rows report the residual loss, the IP bytes into the link per
+//! datagram against the raw run's (`wire_vs_raw`; `wire_vs_raw_both` adds the return
+//! direction) and the extra delay (arrival − send − one-way delay) at p50/p99; they go
+//! to `benches/results/netbench-udp.json`.
+//!
 //! `--tandem` (issue 28, seed 003) runs [`ctcp_benches::netbench::tandem`]: two middle
 //! segments of 3 Mbit/s / 10 ms with random loss r₀ each (in the data's direction)
 //! between 5 ms edges, 1 to 4 concurrent downloads each capped at 1 Mbit/s, through
@@ -130,7 +140,7 @@ use ctcp_benches::netbench::link::JitterDist;
 use ctcp_benches::netbench::plan::{self, Mode};
 use ctcp_benches::netbench::run::{fairness_size, run_plan, Ctx, Out, WorkDir};
 use ctcp_benches::netbench::workload::Bins;
-use ctcp_benches::netbench::{chain, multipath, plots, procs, report, tandem, validate};
+use ctcp_benches::netbench::{chain, multipath, plots, procs, report, tandem, udp, validate};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -141,6 +151,7 @@ enum Action {
     ChainDelay,
     Tandem,
     Multipath,
+    Udp,
     Validate,
     PlotsOnly,
 }
@@ -164,6 +175,8 @@ struct Args {
     failover_path: usize,
     mp_config: Option<PathBuf>,
     ctcp_multipath: bool,
+    udp_secs: u64,
+    udp_traffic: Vec<String>,
 }
 
 fn parse_args() -> Result<Args> {
@@ -190,6 +203,8 @@ fn parse_args() -> Result<Args> {
         failover_path: 0,
         mp_config: None,
         ctcp_multipath: false,
+        udp_secs: 20,
+        udp_traffic: vec!["stream".into()],
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -245,6 +260,17 @@ fn parse_args() -> Result<Args> {
                 a.mp_config = Some(it.next().context("--mp-config needs a file")?.into())
             }
             "--ctcp-multipath" => a.ctcp_multipath = true,
+            "--udp" => a.action = Action::Udp,
+            "--udp-secs" => {
+                let v = it.next().context("--udp-secs needs seconds")?;
+                a.udp_secs = v.parse().context("--udp-secs needs seconds")?;
+            }
+            "--udp-traffic" => {
+                let v = it
+                    .next()
+                    .context("--udp-traffic needs stream, voip or both")?;
+                a.udp_traffic = v.split(',').map(String::from).collect();
+            }
             "--delay-rate-mbit" => {
                 let v = it.next().context("--delay-rate-mbit needs Mbit/s")?;
                 a.delay_rate_mbit = v.parse().context("--delay-rate-mbit needs Mbit/s")?;
@@ -343,7 +369,7 @@ fn parse_args() -> Result<Args> {
             }
             "-h" | "--help" => {
                 println!(
-                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--chain|--chain-delay|--tandem|--multipath|--validate|--plots-only [--out FILE] [--mp-cells aggregate,failover,lossy] [--mp-systems ctcp-mp,ctcp-p0,...] [--failover-path 0|1] [--mp-config FILE] [--ctcp-multipath] [--repeats N] [--chain-systems ctcp-e2e,ctcp-relay,bbr,cubic] [--tandem-flows 1,2,3,4] [--tandem-systems tcp-cubic,tcp-reno,ctcp-single,ctcp-cascade] [--tandem-secs S] [--delay-rate-mbit M] [--delay-secs S] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic] [--fairness-reference cubic|reno|bbr]"
+                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--chain|--chain-delay|--tandem|--multipath|--udp|--validate|--plots-only [--out FILE] [--mp-cells aggregate,failover,lossy] [--mp-systems ctcp-mp,ctcp-p0,...] [--failover-path 0|1] [--mp-config FILE] [--ctcp-multipath] [--repeats N] [--chain-systems ctcp-e2e,ctcp-relay,bbr,cubic] [--tandem-flows 1,2,3,4] [--tandem-systems tcp-cubic,tcp-reno,ctcp-single,ctcp-cascade] [--tandem-secs S] [--delay-rate-mbit M] [--delay-secs S] [--udp-secs S] [--udp-traffic stream,voip] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic] [--fairness-reference cubic|reno|bbr]"
                 );
                 std::process::exit(0);
             }
@@ -578,6 +604,41 @@ fn chain_delay_mode(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// `--udp`: a UDP stream raw and through the tunnel, per cell.
+fn udp_mode(args: &Args) -> Result<()> {
+    let bins = Bins::locate()?;
+    let work = WorkDir::create()?;
+    let out_path = args
+        .out
+        .clone()
+        .unwrap_or_else(|| results_dir().join("netbench-udp.json"));
+    let mut out = Out::create(&out_path)?;
+    let traffic = args
+        .udp_traffic
+        .iter()
+        .map(|t| match t.as_str() {
+            "stream" => Ok(udp::STREAM),
+            "voip" => Ok(udp::VOIP),
+            other => bail!("unknown --udp-traffic {other} (stream, voip)"),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let cells = udp::cells(&args.filter.rtts, &args.filter.losses);
+    let repeats = if args.repeats_given { args.repeats } else { 1 };
+    let rows = udp::run(
+        &bins,
+        &work.path,
+        &work.www,
+        &mut out,
+        &cells,
+        &traffic,
+        args.udp_secs,
+        repeats,
+    )?;
+    print!("\n{}", udp::markdown(&rows));
+    println!("\nwrote {}", out.path.display());
+    Ok(())
+}
+
 /// `--tandem`: seed 003's tandem, plain TCP against one tunnel and two in cascade.
 fn tandem_mode(args: &Args) -> Result<()> {
     let bins = Bins::locate()?;
@@ -688,6 +749,7 @@ fn main() -> Result<()> {
         Action::Validate => validate_mode(args.out.clone()),
         Action::Chain => chain_mode(&args),
         Action::Tandem => tandem_mode(&args),
+        Action::Udp => udp_mode(&args),
         Action::ChainDelay => chain_delay_mode(&args),
         Action::Multipath => multipath_mode(&args),
         Action::Run(mode) => run_mode(mode, &args),

@@ -14,6 +14,7 @@
 //! - [`tandem`]: `--tandem`, seed 003's tandem of two lossy segments, 1 to 4 flows;
 //! - [`multipath`]: `--multipath`, two parallel paths against single paths and kernel MPTCP
 //!   (issue 29).
+//! - [`udp`]: `--udp`, a UDP stream raw and through the tunnel (issue 27).
 
 pub mod chain;
 pub mod link;
@@ -24,5 +25,6 @@ pub mod procs;
 pub mod report;
 pub mod run;
 pub mod tandem;
+pub mod udp;
 pub mod validate;
 pub mod workload;

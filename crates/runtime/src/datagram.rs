@@ -175,7 +175,9 @@ pub struct UdpCounters {
     pub dropped_denied: AtomicU64,
     /// Dropped: the session refused it (too large, no datagrams, no session).
     pub dropped_session: AtomicU64,
-    /// Dropped: a transparent flow could not be opened (its reply socket failed).
+    /// Dropped: a flow could not be opened (a transparent flow's reply socket failed, or
+    /// too many names were resolving for a new reverse flow, or its held datagrams were
+    /// full).
     pub dropped_no_flow: AtomicU64,
 }
 
@@ -436,127 +438,213 @@ fn last_of(f: &Flow) -> Instant {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-async fn resolve(addr: &TargetAddr) -> Option<SocketAddr> {
-    match addr {
-        TargetAddr::Ip(a) => Some(*a),
-        TargetAddr::Domain(h, p) => tokio::time::timeout(
-            Duration::from_secs(5),
-            tokio::net::lookup_host((h.as_str(), *p)),
-        )
+/// Longest a UDP flow's name lookup may take; its datagrams are dropped after that.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Names resolving at once, at most: a new flow's first datagram beyond that is dropped
+/// (counted as `no_flow`), so a flood of names cannot pile up lookups.
+const MAX_RESOLVING: usize = 64;
+/// Datagrams a flow whose name is resolving holds, at most (the rest are dropped).
+const PENDING_DATAGRAMS: usize = 8;
+/// Bytes a reverse flow reads from its target at most: more than any session carries in
+/// one datagram (`transport.symbol_size` is at most 1,408, so a flow's payload at most
+/// 1,402 bytes), so a longer reply is seen as such and dropped rather than cut short.
+/// Each flow's reader holds one such buffer, most of a flow's memory: a 64 KiB one each
+/// made 1,024 flows cost 64 MiB.
+const FLOW_READ: usize = 1536;
+
+async fn resolve(host: &str, port: u16) -> Option<SocketAddr> {
+    tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((host, port)))
         .await
         .ok()?
         .ok()?
-        .next(),
-    }
+        .next()
+}
+
+/// A name lookup's result, for the flow it was started for.
+type Resolved = ((ConnectionHandle, u32), Option<SocketAddr>);
+
+/// The reverse side's flows, and those waiting for their target's name to resolve.
+struct ReverseFlows {
+    driver: Driver,
+    acl: Live<Acl>,
+    limits: FlowLimits,
+    open: HashMap<(ConnectionHandle, u32), Flow>,
+    /// Flows whose name is being resolved (off the relay's path, in a task each), with
+    /// the datagrams they hold until it is.
+    resolving: HashMap<(ConnectionHandle, u32), Vec<Vec<u8>>>,
+    resolved: mpsc::Sender<Resolved>,
 }
 
 /// Starts the reverse side's relay: one UDP socket per flow, connected to its target,
 /// under the same ACL as TCP targets, closed when idle, at most `limits.max_flows`.
+/// A domain name target is resolved in a task of its own (at most [`MAX_RESOLVING`] at
+/// once), so a slow lookup holds up only its own flow's datagrams, not the other flows'.
 pub(crate) fn start_reverse(driver: &Driver, acl: Live<Acl>, limits: FlowLimits) {
     let mut rx = install(driver);
-    let driver = driver.clone();
+    let (resolved, mut resolved_rx) = mpsc::channel::<Resolved>(MAX_RESOLVING);
+    let mut flows = ReverseFlows {
+        driver: driver.clone(),
+        acl,
+        limits,
+        open: HashMap::new(),
+        resolving: HashMap::new(),
+        resolved,
+    };
     tokio::spawn(async move {
-        let mut flows: HashMap<(ConnectionHandle, u32), Flow> = HashMap::new();
         let mut sweep = tokio::time::interval(Duration::from_secs(1).min(limits.idle_timeout));
         loop {
             tokio::select! {
                 d = rx.recv() => {
                     let Some((h, d)) = d else { break };
-                    on_reverse(&driver, &mut flows, &acl, limits, h, &d).await;
+                    flows.on_datagram(h, &d).await;
                 }
-                _ = sweep.tick() => {
-                    let before = flows.len();
-                    flows.retain(|_, f| clock::now().saturating_duration_since(last_of(f)) < limits.idle_timeout);
-                    for _ in flows.len()..before {
-                        count(&COUNTERS.flows_idle_closed);
-                    }
-                }
+                Some((key, addr)) = resolved_rx.recv() => flows.on_resolved(key, addr).await,
+                _ = sweep.tick() => flows.sweep(),
             }
         }
     });
 }
 
-async fn on_reverse(
-    driver: &Driver,
-    flows: &mut HashMap<(ConnectionHandle, u32), Flow>,
-    acl: &Live<Acl>,
-    limits: FlowLimits,
-    h: ConnectionHandle,
-    d: &[u8],
-) {
-    let Some(id) = d
-        .get(..4)
-        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    else {
-        count(&COUNTERS.dropped_bad_header);
-        return;
-    };
-    let Ok(Some((target, used))) = TargetAddr::decode(&d[4..]) else {
-        count(&COUNTERS.dropped_bad_header);
-        return;
-    };
-    let payload = &d[4 + used..];
-    tracing::trace!(flow = id, %target, len = payload.len(), "datagram from the tunnel");
-    if let Some(f) = flows.get(&(h, id)) {
-        touch(&f.last);
-        let _ = f.socket.send(payload).await;
-        count(&COUNTERS.from_tunnel);
-        return;
-    }
-    let Some(addr) = resolve(&target).await.filter(|a| acl.load().allows(*a)) else {
-        count(&COUNTERS.dropped_denied);
-        return;
-    };
-    if flows.len() >= limits.max_flows.max(1) {
-        if let Some(k) = flows
-            .iter()
-            .min_by_key(|(_, f)| last_of(f))
-            .map(|(k, _)| *k)
-        {
-            flows.remove(&k);
-            count(&COUNTERS.flows_evicted);
+impl ReverseFlows {
+    fn sweep(&mut self) {
+        let before = self.open.len();
+        let idle = self.limits.idle_timeout;
+        self.open
+            .retain(|_, f| clock::now().saturating_duration_since(last_of(f)) < idle);
+        for _ in self.open.len()..before {
+            count(&COUNTERS.flows_idle_closed);
         }
     }
-    let bind = SocketAddr::new(
-        if addr.is_ipv4() {
-            std::net::Ipv4Addr::UNSPECIFIED.into()
-        } else {
-            std::net::Ipv6Addr::UNSPECIFIED.into()
-        },
-        0,
-    );
-    let socket = match UdpSocket::bind(bind).await {
-        Ok(s) if s.connect(addr).await.is_ok() => Arc::new(s),
-        _ => {
-            count(&COUNTERS.dropped_denied);
+
+    async fn on_datagram(&mut self, h: ConnectionHandle, d: &[u8]) {
+        let Some(id) = d
+            .get(..4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        else {
+            count(&COUNTERS.dropped_bad_header);
+            return;
+        };
+        let Ok(Some((target, used))) = TargetAddr::decode(&d[4..]) else {
+            count(&COUNTERS.dropped_bad_header);
+            return;
+        };
+        let payload = &d[4 + used..];
+        tracing::trace!(flow = id, %target, len = payload.len(), "datagram from the tunnel");
+        let key = (h, id);
+        if let Some(f) = self.open.get(&key) {
+            touch(&f.last);
+            let _ = f.socket.send(payload).await;
+            count(&COUNTERS.from_tunnel);
             return;
         }
-    };
-    let last = Arc::new(Mutex::new(clock::now()));
-    let reader = {
-        let (socket, last, driver) = (socket.clone(), last.clone(), driver.clone());
-        tokio::spawn(async move {
-            let mut buf = vec![0u8; MAX_UDP];
-            buf[..4].copy_from_slice(&id.to_le_bytes());
-            loop {
-                // A refused send (ICMP unreachable) shows as an error here: keep reading.
-                let Ok(n) = socket.recv(&mut buf[4..]).await else {
-                    continue;
-                };
-                touch(&last);
-                send_into(&driver, h, &buf[..4 + n]);
+        match target {
+            TargetAddr::Ip(addr) => self.open_flow(key, Some(addr), &[payload]).await,
+            TargetAddr::Domain(host, port) => {
+                if let Some(held) = self.resolving.get_mut(&key) {
+                    if held.len() < PENDING_DATAGRAMS {
+                        held.push(payload.to_vec());
+                    } else {
+                        count(&COUNTERS.dropped_no_flow);
+                    }
+                    return;
+                }
+                if self.resolving.len() >= MAX_RESOLVING {
+                    count(&COUNTERS.dropped_no_flow);
+                    return;
+                }
+                self.resolving.insert(key, vec![payload.to_vec()]);
+                let tx = self.resolved.clone();
+                tokio::spawn(async move {
+                    let addr = resolve(&host, port).await;
+                    let _ = tx.send((key, addr)).await;
+                });
             }
-        })
-    };
-    let _ = socket.send(payload).await;
-    count(&COUNTERS.flows_opened);
-    count(&COUNTERS.from_tunnel);
-    flows.insert(
-        (h, id),
-        Flow {
-            socket,
-            last,
-            reader,
-        },
-    );
+        }
+    }
+
+    async fn on_resolved(&mut self, key: (ConnectionHandle, u32), addr: Option<SocketAddr>) {
+        let Some(held) = self.resolving.remove(&key) else {
+            return;
+        };
+        let held: Vec<&[u8]> = held.iter().map(Vec::as_slice).collect();
+        self.open_flow(key, addr, &held).await;
+    }
+
+    /// Opens flow `key` to `addr` (if it resolved and the ACL allows it; evicting the
+    /// least recently active flow at the cap) and sends it `payloads`.
+    async fn open_flow(
+        &mut self,
+        key: (ConnectionHandle, u32),
+        addr: Option<SocketAddr>,
+        payloads: &[&[u8]],
+    ) {
+        let Some(addr) = addr.filter(|a| self.acl.load().allows(*a)) else {
+            for _ in payloads {
+                count(&COUNTERS.dropped_denied);
+            }
+            return;
+        };
+        if self.open.len() >= self.limits.max_flows.max(1) {
+            if let Some(k) = self
+                .open
+                .iter()
+                .min_by_key(|(_, f)| last_of(f))
+                .map(|(k, _)| *k)
+            {
+                self.open.remove(&k);
+                count(&COUNTERS.flows_evicted);
+            }
+        }
+        let bind = SocketAddr::new(
+            if addr.is_ipv4() {
+                std::net::Ipv4Addr::UNSPECIFIED.into()
+            } else {
+                std::net::Ipv6Addr::UNSPECIFIED.into()
+            },
+            0,
+        );
+        let socket = match UdpSocket::bind(bind).await {
+            Ok(s) if s.connect(addr).await.is_ok() => Arc::new(s),
+            _ => {
+                for _ in payloads {
+                    count(&COUNTERS.dropped_denied);
+                }
+                return;
+            }
+        };
+        let (h, id) = key;
+        let last = Arc::new(Mutex::new(clock::now()));
+        let reader = {
+            let (socket, last, driver) = (socket.clone(), last.clone(), self.driver.clone());
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4 + FLOW_READ];
+                buf[..4].copy_from_slice(&id.to_le_bytes());
+                loop {
+                    // A refused send (ICMP unreachable) shows as an error here: keep reading.
+                    let Ok(n) = socket.recv(&mut buf[4..]).await else {
+                        continue;
+                    };
+                    touch(&last);
+                    if n >= FLOW_READ {
+                        count(&COUNTERS.dropped_session); // longer than any session carries
+                        continue;
+                    }
+                    send_into(&driver, h, &buf[..4 + n]);
+                }
+            })
+        };
+        for p in payloads {
+            let _ = socket.send(p).await;
+            count(&COUNTERS.from_tunnel);
+        }
+        count(&COUNTERS.flows_opened);
+        self.open.insert(
+            key,
+            Flow {
+                socket,
+                last,
+                reader,
+            },
+        );
+    }
 }

@@ -988,7 +988,8 @@ fn register_udp(reg: &mut Registry, driver: &Driver, extra: &[Driver]) {
     reg.register(
         "udp_dropped",
         "UDP datagrams dropped, by reason: SOCKS fragment, wrong source, bad header, \
-         denied by the ACL or unresolved, refused by the session, no reply socket for a transparent flow, \
+         denied by the ACL or unresolved, refused by the session, no flow (no reply socket \
+         for a transparent flow, or too many names resolving), \
          not taken by the relay, send queue overflow, expired before sending, receive \
          inbox overflow, rejected by the session",
         drops,

@@ -188,3 +188,61 @@ async fn udp_associate_relays_datagrams_and_drops_bad_input() {
         .await
         .is_none());
 }
+
+fn socks_udp_domain(host: &str, port: u16, data: &[u8]) -> Vec<u8> {
+    let mut p = vec![0, 0, 0, 3, host.len() as u8];
+    p.extend_from_slice(host.as_bytes());
+    p.extend_from_slice(&port.to_be_bytes());
+    p.extend_from_slice(data);
+    p
+}
+
+/// A domain-name target is resolved on the reverse side in a task of its own: the flow
+/// to `localhost` answers, with its name as the reply's source, and a name that does not
+/// resolve costs its own datagrams (counted as denied) while another flow keeps working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn udp_associate_resolves_domain_targets_off_the_flow_path() {
+    let p = pair().await;
+    let echo = udp_echo().await;
+    let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let (_ctl, relay) = associate(p.fwd.local_addr, client.local_addr().unwrap()).await;
+    client.connect(relay).await.unwrap();
+    let mut buf = vec![0u8; 65536];
+    let head = socks_udp_domain("localhost", echo.port(), &[]);
+    let mut got = None;
+    for i in 0..20u8 {
+        client
+            .send(&socks_udp_domain("localhost", echo.port(), &[i; 64]))
+            .await
+            .unwrap();
+        if let Some(n) = recv_timeout(&client, &mut buf, Duration::from_millis(500)).await {
+            got = Some(buf[..n].to_vec());
+            break;
+        }
+    }
+    let got = got.expect("an echo from a flow named by its domain");
+    assert_eq!(&got[..head.len()], &head[..]);
+    assert_eq!(got.len(), head.len() + 64);
+
+    let denied = COUNTERS.dropped_denied.load(Ordering::Relaxed);
+    client
+        .send(&socks_udp_domain("no-such-host.invalid", 53, b"q"))
+        .await
+        .unwrap();
+    // Meanwhile a flow by address answers every datagram.
+    for i in 0..10u8 {
+        client.send(&socks_udp(0, echo, &[i; 200])).await.unwrap();
+        let n = recv_timeout(&client, &mut buf, Duration::from_secs(2))
+            .await
+            .expect("the address flow answers while the name resolves");
+        assert_eq!(n, socks_udp(0, echo, &[]).len() + 200);
+    }
+    // The name's lookup ends (failing) within its timeout; its datagram is counted.
+    for _ in 0..60 {
+        if COUNTERS.dropped_denied.load(Ordering::Relaxed) > denied {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the unresolvable name's datagram was never counted as denied");
+}

@@ -2,7 +2,7 @@
 //! application API, the packets that carry them, and the chunks that arrive.
 
 use super::{Connection, Event, State, Transmit};
-use crate::datagram::{policy, DatagramError, DatagramStats, Datagrams, Next};
+use crate::datagram::{policy, DatagramError, DatagramStats, Datagrams, Next, Protection};
 use crate::sent::SentKind;
 use crate::wire::{self, DATAGRAM_HEADER_LEN, DATA_HEADER_LEN, TAG_LEN};
 use ctcp_rlnc::{RepairHeader, SymbolId};
@@ -44,7 +44,9 @@ impl Connection {
                 max,
             });
         }
-        self.dgram.push(now, data, self.config.datagram_queue);
+        let deadline = self.datagram_deadline();
+        self.dgram
+            .push(now, data, self.config.datagram_queue, deadline);
         Ok(())
     }
 
@@ -68,6 +70,29 @@ impl Connection {
         self.dgram.wakeup
     }
 
+    /// How datagrams are protected now: the repair rate for datagrams close together and
+    /// the repairs behind a lone one, from our direction's loss (`policy`).
+    fn datagram_protection(&self, deadline: Duration, i: usize) -> Protection {
+        // Path `i`'s estimator once it has seen enough packets; before that its outcomes
+        // blended with the handshake train's copies, which are then also the outcomes the
+        // lone datagrams' cautious estimate rests on.
+        let loss = &self.paths.get(i).loss;
+        let samples = loss.samples();
+        let (p, outcomes) = if samples >= 32 {
+            (loss.steady(), samples)
+        } else {
+            let train = self.hs.loss_out.map_or(0, |(_, sent)| u64::from(sent));
+            (self.tail_loss_samples(i).loss(), samples + train)
+        };
+        let p_bg = loss.gilbert().p_bg;
+        let burst = 1.0 / p_bg.max(1e-6);
+        let cautious = policy::cautious_loss(p, outcomes);
+        Protection {
+            rate: policy::repair_rate(p, burst, self.dgram.per_window(deadline)),
+            lone: policy::lone_repairs(cautious, 1.0 - p_bg),
+        }
+    }
+
     /// The transmit hook: the next datagram packet, if one is due and `can_send` (the
     /// window and pacer allow a packet). Datagrams go ahead of stream data.
     pub(super) fn poll_datagram_transmit(
@@ -84,17 +109,8 @@ impl Connection {
             return None; // nothing ever sent: no coder, no repairs (stream-only sessions)
         }
         let deadline = self.datagram_deadline();
-        // Our direction's loss: the estimator once it has seen enough packets, before that
-        // blended with the handshake train's copies.
-        let loss = &self.paths.get(i).loss;
-        let p = if loss.samples() >= 32 {
-            loss.steady()
-        } else {
-            self.tail_loss_samples(i).loss()
-        };
-        let burst = 1.0 / loss.gilbert().p_bg.max(1e-6);
-        let rate = policy::repair_rate(p, burst, self.dgram.per_window(deadline));
-        let next = self.dgram.poll_next(now, can_send, rate, deadline)?;
+        let protection = self.datagram_protection(deadline, i);
+        let next = self.dgram.poll_next(now, can_send, protection, deadline)?;
         self.begin_packet(buf, i);
         match next {
             Next::Source(id, data) => {

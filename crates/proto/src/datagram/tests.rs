@@ -13,20 +13,27 @@ fn t0() -> Instant {
 fn queue_drops_oldest_and_expires() {
     let mut d = Datagrams::new(S);
     let now = t0();
+    let deadline = Duration::from_millis(50);
     for i in 0..5u8 {
-        d.push(now, &[i], 3);
+        d.push(now, &[i], 3, deadline);
     }
     assert_eq!(d.stats.queue_dropped, 2);
-    let deadline = Duration::from_millis(50);
     // Blocked by the window: nothing leaves, nothing expires yet.
-    assert!(d.poll_next(now, false, 0.0, deadline).is_none());
-    match d.poll_next(now, true, 0.0, deadline) {
+    assert!(d
+        .poll_next(now, false, Protection::rate(0.0), deadline)
+        .is_none());
+    match d.poll_next(now, true, Protection::rate(0.0), deadline) {
         Some(Next::Source(0, data)) => assert_eq!(data, vec![2]),
         other => panic!("{other:?}"),
     }
     // The other two wait past the deadline and are dropped.
     assert!(d
-        .poll_next(now + Duration::from_millis(60), true, 0.0, deadline)
+        .poll_next(
+            now + Duration::from_millis(60),
+            true,
+            Protection::rate(0.0),
+            deadline
+        )
         .is_none());
     assert_eq!(d.stats.expired, 2);
 }
@@ -40,8 +47,8 @@ fn repairs_follow_the_rate_and_recover_losses() {
     let mut delivered = Vec::new();
     let (mut sources, mut repairs) = (0, 0);
     for i in 0..200u32 {
-        tx.push(now, &i.to_le_bytes(), 16);
-        while let Some(next) = tx.poll_next(now, true, 0.25, deadline) {
+        tx.push(now, &i.to_le_bytes(), 16, deadline);
+        while let Some(next) = tx.poll_next(now, true, Protection::rate(0.25), deadline) {
             match next {
                 Next::Source(id, data) => {
                     sources += 1;
@@ -76,15 +83,17 @@ fn unprotected_datagrams_get_a_flush_repair() {
     let mut d = Datagrams::new(S);
     let now = t0();
     let deadline = Duration::from_millis(80);
-    d.push(now, b"voice", 16);
+    d.push(now, b"voice", 16, deadline);
     assert!(matches!(
-        d.poll_next(now, true, 0.3, deadline),
+        d.poll_next(now, true, Protection::rate(0.3), deadline),
         Some(Next::Source(..))
     ));
-    assert!(d.poll_next(now, true, 0.3, deadline).is_none());
+    assert!(d
+        .poll_next(now, true, Protection::rate(0.3), deadline)
+        .is_none());
     assert_eq!(d.wakeup, Some(now + deadline / 4));
     assert!(matches!(
-        d.poll_next(now + deadline / 4, true, 0.3, deadline),
+        d.poll_next(now + deadline / 4, true, Protection::rate(0.3), deadline),
         Some(Next::Repair(_))
     ));
     assert_eq!(d.wakeup, None);
@@ -99,8 +108,10 @@ fn receiver_gives_up_and_keeps_delivering() {
     let mut got = 0;
     // No repairs at all; half the datagrams lost, far more than the window.
     for i in 0..1000u32 {
-        tx.push(now, &i.to_le_bytes(), 16);
-        if let Some(Next::Source(id, data)) = tx.poll_next(now, true, 0.0, deadline) {
+        tx.push(now, &i.to_le_bytes(), 16, deadline);
+        if let Some(Next::Source(id, data)) =
+            tx.poll_next(now, true, Protection::rate(0.0), deadline)
+        {
             if i % 2 == 0 {
                 rx.on_source(id, &data, 16);
             }
@@ -111,4 +122,119 @@ fn receiver_gives_up_and_keeps_delivering() {
     }
     assert_eq!(got, 500);
     assert_eq!(rx.stats.inbox_dropped, 0);
+}
+
+#[test]
+fn a_lone_datagram_gets_its_repairs_at_once() {
+    // A sparse flow (a DNS query every 200 ms): each datagram is followed by its own
+    // repairs, not a rate-earned flush a quarter deadline later.
+    let mut d = Datagrams::new(S);
+    let mut now = t0();
+    let deadline = Duration::from_millis(80);
+    let protection = Protection { rate: 0.3, lone: 2 };
+    for _ in 0..5 {
+        d.push(now, b"query", 16, deadline);
+        assert!(matches!(
+            d.poll_next(now, true, protection, deadline),
+            Some(Next::Source(..))
+        ));
+        for _ in 0..2 {
+            assert!(matches!(
+                d.poll_next(now, true, protection, deadline),
+                Some(Next::Repair(_))
+            ));
+        }
+        assert!(d.poll_next(now, true, protection, deadline).is_none());
+        assert_eq!(d.wakeup, None, "nothing left to flush");
+        now += Duration::from_millis(200);
+    }
+    assert_eq!(d.stats.repairs_sent, 10);
+}
+
+#[test]
+fn datagrams_queued_together_share_the_lone_repairs() {
+    let mut d = Datagrams::new(S);
+    let now = t0();
+    let deadline = Duration::from_millis(80);
+    let protection = Protection { rate: 0.3, lone: 2 };
+    // The first datagram of a session, and a second queued with it (an A and an AAAA
+    // query): both go out, then two repairs covering both.
+    d.push(now, b"a", 16, deadline);
+    assert!(matches!(
+        d.poll_next(now, true, protection, deadline),
+        Some(Next::Source(0, _))
+    ));
+    d.push(now, b"aaaa", 16, deadline);
+    let mut kinds = Vec::new();
+    while let Some(n) = d.poll_next(now, true, protection, deadline) {
+        kinds.push(match n {
+            Next::Source(id, _) => format!("s{id}"),
+            Next::Repair(h) => format!("r{}+{}", h.first, h.count),
+        });
+    }
+    assert_eq!(kinds, ["s1", "r0+2", "r0+2"]);
+}
+
+#[test]
+fn dense_flows_keep_the_rate_and_lone_repairs_recover_losses() {
+    // Datagrams 5 ms apart with an 80 ms deadline are dense: the lone repairs do not
+    // apply, the rate does (about one repair in four).
+    let mut tx = Datagrams::new(S);
+    let mut now = t0();
+    let deadline = Duration::from_millis(80);
+    let protection = Protection {
+        rate: 0.25,
+        lone: 3,
+    };
+    let mut repairs = 0;
+    for i in 0..200u32 {
+        tx.push(now, &i.to_le_bytes(), 16, deadline);
+        while let Some(n) = tx.poll_next(now, true, protection, deadline) {
+            repairs += u32::from(matches!(n, Next::Repair(_)));
+        }
+        now += Duration::from_millis(5);
+    }
+    assert!((46..=56).contains(&repairs), "{repairs} repairs");
+
+    // A sparse flow losing every datagram it sends still gets each one through, from
+    // its repairs alone.
+    let mut tx = Datagrams::new(S);
+    let mut rx = Datagrams::new(S);
+    let protection = Protection { rate: 0.3, lone: 1 };
+    let mut got = Vec::new();
+    for i in 0..20u32 {
+        tx.push(now, &i.to_le_bytes(), 16, deadline);
+        while let Some(n) = tx.poll_next(now, true, protection, deadline) {
+            if let Next::Repair(h) = n {
+                let data = tx.repair_data().to_vec();
+                rx.on_repair(&h, &data, 16);
+            }
+        }
+        while let Some(p) = rx.pop() {
+            got.push(u32::from_le_bytes(p.try_into().unwrap()));
+        }
+        now += Duration::from_millis(300);
+    }
+    assert_eq!(got, (0..20).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_flow_with_few_datagrams_per_deadline_is_sparse() {
+    // DNS at 20 queries a second over 500 ms RTT: 50 ms apart, deadline 175 ms.
+    let deadline = Duration::from_millis(175);
+    let mut d = Datagrams::new(S);
+    let mut now = t0();
+    for _ in 0..20 {
+        d.push(now, b"q", 64, deadline);
+        now += Duration::from_millis(40);
+    }
+    assert!(d.sparse(deadline));
+    // 2 Mbit/s of 1,200-byte datagrams (4.8 ms apart) with a 75 ms deadline: dense.
+    let deadline = Duration::from_millis(75);
+    let mut d = Datagrams::new(S);
+    for _ in 0..20 {
+        d.push(now, b"x", 64, deadline);
+        now += Duration::from_micros(4800);
+    }
+    assert!(!d.sparse(deadline));
 }
