@@ -65,6 +65,8 @@ async fn run() -> anyhow::Result<()> {
     }
     let log = app::init_logging(&cfg.log);
     notes.log();
+    // Before the proxy says it started, so that no signal sent after that line is lost.
+    let signals = ctcp_runtime::signals::Signals::install().ok();
     let running = ctcp_runtime::start_forward(settings)
         .await
         .context("starting ctcp-forward")?;
@@ -84,7 +86,7 @@ async fn run() -> anyhow::Result<()> {
             Ok(cfg.log)
         }),
     };
-    app::run_until_signalled(running, log, reload)
+    app::run_until_signalled(running, signals, log, reload)
         .await
         .context("ctcp-forward stopped with an error")
 }

@@ -82,6 +82,8 @@ async fn serve(
     settings: ctcp_runtime::ReverseSettings,
     log: app::LogHandle,
 ) -> anyhow::Result<()> {
+    // Before the proxy says it started, so that no signal sent after that line is lost.
+    let signals = ctcp_runtime::signals::Signals::install().ok();
     let running = ctcp_runtime::start_reverse(settings)
         .await
         .context("starting ctcp-reverse")?;
@@ -98,7 +100,7 @@ async fn serve(
             Ok(cfg.log)
         }),
     };
-    app::run_until_signalled(running, log, reload)
+    app::run_until_signalled(running, signals, log, reload)
         .await
         .context("ctcp-reverse stopped with an error")
 }

@@ -133,12 +133,14 @@ impl std::fmt::Debug for Reload {
 
 /// Tells systemd we are ready, waits for SIGTERM/SIGINT (reloading on SIGHUP: the log
 /// level here, the rest through [`Reload::apply`]), drains, and returns when the proxy
-/// has stopped.
+/// has stopped. `signals` are the handlers installed before the proxy started (`None`
+/// when the system refused them: then SIGTERM ends the process without a drain).
 ///
 /// # Errors
 /// If the proxy task failed.
 pub async fn run_until_signalled(
     running: Running,
+    signals: Option<signals::Signals>,
     log: LogHandle,
     reload: Reload,
 ) -> io::Result<()> {
@@ -149,7 +151,14 @@ pub async fn run_until_signalled(
         ..
     } = running;
     let (reload_tx, mut reload_rx) = mpsc::unbounded_channel();
-    tokio::spawn(signals::watch_signals(driver, shutdown, reload_tx));
+    match signals {
+        Some(signals) => {
+            tokio::spawn(signals::watch_signals(signals, driver, shutdown, reload_tx));
+        }
+        None => tracing::warn!(
+            "cannot install signal handlers; SIGTERM will kill the process without draining"
+        ),
+    }
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     let mut done = done;
     loop {

@@ -3,27 +3,49 @@
 
 use crate::driver::Driver;
 use std::time::Duration;
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::{mpsc, watch};
 
-/// Listens for signals until shutdown. Sets `shutdown` on SIGTERM/SIGINT and sends on
+/// The signals the process answers, installed before the proxy reports that it started:
+/// a signal sent right after that line is then queued for [`watch_signals`] instead of
+/// being lost, or fatal (SIGHUP's default action ends the process).
+#[derive(Debug)]
+pub struct Signals {
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+    usr1: Signal,
+}
+
+impl Signals {
+    /// Installs the handlers (inside a tokio runtime).
+    ///
+    /// # Errors
+    /// If the operating system refuses a handler.
+    pub fn install() -> std::io::Result<Signals> {
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+            usr1: signal(SignalKind::user_defined1())?,
+        })
+    }
+}
+
+/// Listens for `signals` until shutdown. Sets `shutdown` on SIGTERM/SIGINT and sends on
 /// `reload` for SIGHUP.
 pub async fn watch_signals(
+    signals: Signals,
     driver: Driver,
     shutdown: watch::Sender<bool>,
     reload: mpsc::UnboundedSender<()>,
 ) {
-    let (Ok(mut term), Ok(mut int), Ok(mut hup), Ok(mut usr1)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-        signal(SignalKind::user_defined1()),
-    ) else {
-        tracing::warn!(
-            "cannot install signal handlers; SIGTERM will kill the process without draining"
-        );
-        return;
-    };
+    let Signals {
+        mut term,
+        mut int,
+        mut hup,
+        mut usr1,
+    } = signals;
     loop {
         tokio::select! {
             _ = term.recv() => { tracing::info!("SIGTERM: draining and exiting"); let _ = shutdown.send(true); return; }

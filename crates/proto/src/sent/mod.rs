@@ -472,14 +472,21 @@ impl SentLedger {
     /// Declares every packet in flight lost (its path died), calling `on_lost` with each
     /// one's kind, oldest first; returns how many.
     pub(crate) fn declare_all_lost(&mut self, mut on_lost: impl FnMut(SentKind)) -> u64 {
-        let mut lost = 0;
-        for p in self.sent.iter_mut().filter(|p| p.in_flight && !p.acked) {
-            p.lost = true;
-            p.in_flight = false;
-            lost += 1;
-            on_lost(p.kind);
+        let mut left = Vec::new();
+        for (i, p) in self.sent.iter_mut().enumerate() {
+            if p.in_flight && !p.acked {
+                p.lost = true;
+                p.in_flight = false;
+                on_lost(p.kind);
+                left.push((i, p.kind));
+            }
         }
+        let lost = left.len() as u64;
         self.in_flight -= lost;
+        // The kept flight counts follow every packet that leaves flight.
+        for (i, kind) in left {
+            self.left_flight(self.base + i as u64, kind);
+        }
         lost
     }
 
