@@ -26,6 +26,7 @@ macro_rules! queue_accessors {
         }
     };
 }
+pub(crate) use queue_accessors;
 
 /// Fixed propagation delay: every packet leaves exactly `delay` after it
 /// arrived. Order is preserved.

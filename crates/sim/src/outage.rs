@@ -42,13 +42,5 @@ impl Node for Outage {
             self.queue.schedule(now, packet);
         }
     }
-    fn pop(&mut self, now: Instant) -> Option<Packet> {
-        self.queue.pop_due(now)
-    }
-    fn next_event(&self) -> Option<Instant> {
-        self.queue.next_release()
-    }
-    fn stats(&self) -> &NodeStats {
-        self.queue.stats()
-    }
+    crate::nodes::queue_accessors!();
 }
