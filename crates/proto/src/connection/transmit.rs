@@ -288,7 +288,9 @@ impl Connection {
             p.cc.on_sent(now, 1, in_flight);
             p.on_eliciting_sent(now);
         }
-        p.pacer.on_sent(now, buf.len() - self.bufs.start);
+        let len = buf.len() - self.bufs.start;
+        p.pacer.on_sent(now, len);
+        p.bytes_sent += len as u64;
         // Probes of a dead or standby path do not restart the session's probe timer: it
         // guards the data on the paths that carry it.
         if eliciting && !self.paths.probed(i) {
