@@ -410,6 +410,9 @@ pub struct ReverseConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// Limits of the per-flow UDP sockets (datagrams from forward clients).
     pub udp: UdpFlowConfig,
+    /// How a session with several paths (opened by a multipath forward) uses them for
+    /// what this side sends: downloads follow the reverse's policy, uploads the forward's.
+    pub policy: PathPolicy,
     /// Logging.
     pub log: LogConfig,
     /// Transport.
@@ -599,6 +602,7 @@ impl Default for ReverseConfig {
             stats_interval: Duration::from_secs(5),
             metrics_listen: None,
             udp: UdpFlowConfig::default(),
+            policy: PathPolicy::Aggregate,
             log: LogConfig::default(),
             transport: TransportSettings::default(),
             relay: RelayConfig::default(),

@@ -123,6 +123,7 @@ struct RawReverse {
     udp_max_flows: Option<usize>,
     #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
     udp_idle_timeout: Option<Duration>,
+    policy: Option<String>,
     #[serde(default)]
     log: RawLog,
     #[serde(default)]
@@ -406,6 +407,11 @@ pub(crate) fn reverse(text: &str, src: &str) -> Result<ReverseConfig, ConfigErro
         idle_timeout: raw.udp_idle_timeout.unwrap_or(d.udp.idle_timeout),
     };
     udp.validate(src, Some(text))?;
+    let policy = match raw.policy.as_deref() {
+        None => d.policy,
+        Some(p) => crate::parse_path_policy(p)
+            .map_err(|m| ConfigError::new(src, Some(text), "policy", m))?,
+    };
     Ok(ReverseConfig {
         listen: raw.listen.unwrap_or(d.listen),
         psk_file: raw.psk_file,
@@ -419,6 +425,7 @@ pub(crate) fn reverse(text: &str, src: &str) -> Result<ReverseConfig, ConfigErro
         stats_interval: raw.stats_interval.unwrap_or(d.stats_interval),
         metrics_listen: raw.metrics_listen,
         udp,
+        policy,
         log: log(raw.log, text, src)?,
         transport: transport(raw.transport, text, src)?,
         relay: relay(raw.relay, text, src)?,

@@ -622,3 +622,15 @@ fn forward_paths_parse_and_validate() {
     let e = ForwardConfig::from_toml_str(&format!("paths = [{nine}]\n"), "f").unwrap_err();
     assert_eq!(e.key.as_deref(), Some("paths"));
 }
+
+#[test]
+fn reverse_policy_parses() {
+    assert_eq!(
+        ReverseConfig::default().policy,
+        ctcp_proto::PathPolicy::Aggregate
+    );
+    let r = ReverseConfig::from_toml_str("policy = \"redundant\"\n", "r").unwrap();
+    assert_eq!(r.policy, ctcp_proto::PathPolicy::Redundant);
+    let e = ReverseConfig::from_toml_str("policy = \"both\"\n", "r").unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("policy"));
+}

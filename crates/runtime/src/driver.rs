@@ -179,24 +179,19 @@ impl Driver {
         Self::spawn_paths(shards, Vec::new(), shutdown)
     }
 
-    /// Starts one driver over several local sockets, one per path (issue 29): `sockets[0]`
-    /// carries the handshake (path 0), and each session opens a path per other socket to
-    /// its peer once connected; path `k` sends from `sockets[k]`. Datagrams read on any
-    /// socket feed the one endpoint (a packet names its path itself).
+    /// Starts one driver over several local sockets, one per path (issue 29): `first`
+    /// carries the handshake (path 0), and each session opens a path per `extra` socket
+    /// to its peer once connected; path `k` sends from `extra[k - 1]`. Datagrams read on
+    /// any socket feed the one endpoint (a packet names its path itself).
     ///
     /// # Errors
     /// Fails if a socket cannot be set up for asynchronous I/O.
-    ///
-    /// # Panics
-    /// If `sockets` is empty.
     pub fn spawn_multipath(
         endpoint: Endpoint,
-        mut sockets: Vec<std::net::UdpSocket>,
+        first: std::net::UdpSocket,
+        extra: Vec<std::net::UdpSocket>,
         shutdown: watch::Receiver<bool>,
     ) -> io::Result<(Driver, DriverChannels)> {
-        assert!(!sockets.is_empty(), "a driver needs at least one socket");
-        let extra = sockets.split_off(1);
-        let first = sockets.remove(0);
         Self::spawn_paths(vec![(endpoint, first)], extra, shutdown)
     }
 

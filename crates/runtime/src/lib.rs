@@ -205,7 +205,10 @@ impl ReverseSettings {
         ReverseSettings {
             listen: cfg.listen,
             psk,
-            transport: cfg.transport.transport_config(),
+            transport: ctcp_proto::TransportConfig {
+                path_policy: cfg.policy,
+                ..cfg.transport.transport_config()
+            },
             acl: Acl::from_config(cfg),
             connect_timeout: cfg.connect_timeout,
             max_sessions: cfg.max_sessions,
@@ -305,19 +308,24 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
         })?;
         path_sockets.push(socket);
     }
-    let udp = std::net::UdpSocket::bind(bind)
-        .or_else(|e| match s.bind {
-            // A host without IPv6 still reaches the name's IPv4 addresses.
-            None if bind.is_ipv6() => {
-                std::net::UdpSocket::bind(SocketAddr::from(([0, 0, 0, 0], 0)))
-            }
-            _ => Err(e),
-        })
-        .map_err(|source| RuntimeError::Bind {
-            what: "tunnel UDP socket",
-            addr: bind,
-            source,
-        })?;
+    // With paths configured, the first path's socket is the tunnel socket (path 0).
+    let udp = if path_sockets.is_empty() {
+        std::net::UdpSocket::bind(bind)
+            .or_else(|e| match s.bind {
+                // A host without IPv6 still reaches the name's IPv4 addresses.
+                None if bind.is_ipv6() => {
+                    std::net::UdpSocket::bind(SocketAddr::from(([0, 0, 0, 0], 0)))
+                }
+                _ => Err(e),
+            })
+            .map_err(|source| RuntimeError::Bind {
+                what: "tunnel UDP socket",
+                addr: bind,
+                source,
+            })?
+    } else {
+        path_sockets.remove(0)
+    };
     let guard_peers = addrs.clone();
     // With one name the start-up resolution is its first; with a list the resolver starts
     // from the first name's own.
@@ -384,9 +392,8 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
     let (driver, channels) = if path_sockets.is_empty() {
         Driver::spawn(vec![(endpoint, udp)], rx.clone())?
     } else {
-        drop(udp);
         tracing::info!(paths = ?s.paths.iter().map(ToString::to_string).collect::<Vec<_>>(), policy = ?s.transport.path_policy, "multipath");
-        Driver::spawn_multipath(endpoint, path_sockets, rx.clone())?
+        Driver::spawn_multipath(endpoint, udp, path_sockets, rx.clone())?
     };
     tokio::spawn(signals::periodic_stats(
         driver.clone(),
