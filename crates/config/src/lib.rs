@@ -14,7 +14,9 @@ pub use units::{
     parse_duration, parse_log_level, parse_peer, parse_rate, parse_size, DURATION_UNITS,
 };
 
-use ctcp_proto::{EndpointConfig, PathPolicy, TransportConfig};
+/// The `policy` keys' type, re-exported so the binaries need not name ctcp-proto.
+pub use ctcp_proto::PathPolicy;
+use ctcp_proto::{EndpointConfig, TransportConfig};
 use ipnet::IpNet;
 use std::net::{IpAddr, SocketAddr};
 use std::ops::RangeInclusive;

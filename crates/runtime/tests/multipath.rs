@@ -51,6 +51,15 @@ async fn echo_over_two_paths(policy: PathPolicy, workers: usize) -> (Vec<PathInf
         ["127.0.0.1", "127.0.0.2"],
         "the reverse answers each path where it came from"
     );
+    let text = ctcp_runtime::metrics::render(&p.fwd.driver);
+    for id in [0, 1] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("ctcp_path_bytes_sent_total{")
+                    && l.contains(&format!("path=\"{id}\""))),
+            "per-path metrics of path {id}:\n{text}"
+        );
+    }
     (fwd, rev)
 }
 
