@@ -3,7 +3,7 @@
 
 use clap::Parser;
 use ctcp_config::cli::{CommonArgs, CommonTargets, GenArgs, KeygenArgs, StatusArgs};
-use ctcp_config::{ForwardConfig, TransparentMode};
+use ctcp_config::{ForwardConfig, PathBind, PathPolicy, TransparentMode};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -72,6 +72,15 @@ pub(crate) struct Cli {
     /// datagrams to its original destination [default: off].
     #[arg(long, value_name = "ADDR")]
     transparent_udp_listen: Option<SocketAddr>,
+    /// Multipath: a local link for the session, an IP address or an interface name
+    /// (SO_BINDTODEVICE); repeatable, one UDP socket each, the first carrying the
+    /// handshake; replaces the file's `paths` [default: none, one socket].
+    #[arg(long = "path", value_name = "ADDR|IFACE", value_parser = ctcp_config::parse_path_bind)]
+    paths: Vec<PathBind>,
+    /// How a multipath session uses its paths for what this side sends: aggregate,
+    /// failover or redundant [default: aggregate].
+    #[arg(long, value_name = "POLICY", value_parser = ctcp_config::parse_path_policy)]
+    policy: Option<PathPolicy>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -110,7 +119,7 @@ impl Cli {
         mut c: ForwardConfig,
     ) -> Result<ForwardConfig, ctcp_config::ConfigError> {
         macro_rules! set { ($($f:ident => $($p:ident).+),*) => { $(if let Some(v) = self.$f.clone() { c.$($p).+ = v; })* } }
-        set!(listen => listen, handshake_timeout => handshake_timeout, open_timeout => open_timeout, fast_open => fast_open, transparent_mode => transparent_mode);
+        set!(listen => listen, handshake_timeout => handshake_timeout, open_timeout => open_timeout, fast_open => fast_open, transparent_mode => transparent_mode, policy => policy);
         if self.transparent_listen.is_some() {
             c.transparent_listen = self.transparent_listen;
         }
@@ -125,6 +134,9 @@ impl Cli {
         }
         if !self.socks_users.is_empty() {
             c.socks_users = self.socks_users.clone();
+        }
+        if !self.paths.is_empty() {
+            c.paths = self.paths.clone();
         }
         self.common.apply(CommonTargets {
             drain_timeout: &mut c.drain_timeout,
@@ -203,6 +215,8 @@ mod tests {
             "transparent-listen",
             "transparent-mode",
             "transparent-udp-listen",
+            "path",
+            "policy",
             "drain-timeout",
             "stats-interval",
             "metrics-listen",

@@ -85,6 +85,10 @@ pub(crate) struct Cli {
     /// [default: 30s].
     #[arg(long, value_name = "DURATION", value_parser = ctcp_config::parse_duration)]
     relay_open_timeout: Option<Duration>,
+    /// How a session a multipath forward opened uses its paths for what this side sends
+    /// (downloads): aggregate, failover or redundant [default: aggregate].
+    #[arg(long, value_name = "POLICY", value_parser = ctcp_config::parse_path_policy)]
+    policy: Option<ctcp_config::PathPolicy>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -114,7 +118,7 @@ impl Cli {
         macro_rules! set { ($($f:ident => $($p:ident).+),*) => { $(if let Some(v) = self.$f.clone() { c.$($p).+ = v; })* } }
         set!(listen => listen, connect_timeout => connect_timeout, max_sessions => max_sessions,
              handshake_rate => handshake_rate, workers => workers,
-             acl_default => acl_default_allow);
+             acl_default => acl_default_allow, policy => policy);
         if self.psk_file.is_some() {
             c.psk_file = self.psk_file.clone();
         }

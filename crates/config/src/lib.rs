@@ -14,9 +14,11 @@ pub use units::{
     parse_duration, parse_log_level, parse_peer, parse_rate, parse_size, DURATION_UNITS,
 };
 
+/// The `policy` keys' type, re-exported so the binaries need not name ctcp-proto.
+pub use ctcp_proto::PathPolicy;
 use ctcp_proto::{EndpointConfig, TransportConfig};
 use ipnet::IpNet;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -239,10 +241,68 @@ pub struct ForwardConfig {
     pub transparent_udp_listen: Option<SocketAddr>,
     /// Limits of the transparent UDP flows.
     pub udp: UdpFlowConfig,
+    /// Multipath (issue 29): the local links the session uses, one UDP socket each; the
+    /// first carries the handshake (path 0), the others are opened once the session is
+    /// up. Empty (the default): one socket, bound as without this key.
+    pub paths: Vec<PathBind>,
+    /// How a session with several paths uses them.
+    pub policy: PathPolicy,
     /// Logging.
     pub log: LogConfig,
     /// Transport.
     pub transport: TransportSettings,
+}
+
+/// Where one path's socket is bound: a local source address, or an interface
+/// (`SO_BINDTODEVICE`, so the path follows that link whatever its address).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathBind {
+    /// Bind to this local address (any port).
+    Address(IpAddr),
+    /// Bind to this network interface.
+    Device(String),
+}
+
+impl std::fmt::Display for PathBind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PathBind::Address(a) => write!(f, "{a}"),
+            PathBind::Device(d) => f.write_str(d),
+        }
+    }
+}
+
+/// Parses a path's `bind`: an IP address, else an interface name (1 to 15 bytes, no
+/// `/`, whitespace or NUL: what Linux accepts as a device name).
+///
+/// # Errors
+/// A name Linux could not have.
+pub fn parse_path_bind(s: &str) -> Result<PathBind, String> {
+    if let Ok(a) = s.parse::<IpAddr>() {
+        return Ok(PathBind::Address(a));
+    }
+    let bad = |c: char| c == '/' || c == '\0' || c.is_whitespace();
+    if s.is_empty() || s.len() > 15 || s.chars().any(bad) || s == "." || s == ".." {
+        return Err(format!(
+            "must be an IP address or an interface name (got {s:?})"
+        ));
+    }
+    Ok(PathBind::Device(s.to_owned()))
+}
+
+/// Parses a path policy: `aggregate`, `failover` or `redundant`.
+///
+/// # Errors
+/// Anything else.
+pub fn parse_path_policy(s: &str) -> Result<PathPolicy, String> {
+    match s.trim() {
+        "aggregate" => Ok(PathPolicy::Aggregate),
+        "failover" => Ok(PathPolicy::Failover),
+        "redundant" => Ok(PathPolicy::Redundant),
+        o => Err(format!(
+            "must be \"aggregate\", \"failover\" or \"redundant\" (got {o:?})"
+        )),
+    }
 }
 
 /// How connections reach the transparent listener, and so where their original
@@ -303,6 +363,8 @@ impl Default for ForwardConfig {
             transparent_mode: TransparentMode::Redirect,
             transparent_udp_listen: None,
             udp: UdpFlowConfig::default(),
+            paths: Vec::new(),
+            policy: PathPolicy::Aggregate,
             log: LogConfig::default(),
             transport: TransportSettings::default(),
         }
@@ -350,6 +412,9 @@ pub struct ReverseConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// Limits of the per-flow UDP sockets (datagrams from forward clients).
     pub udp: UdpFlowConfig,
+    /// How a session with several paths (opened by a multipath forward) uses them for
+    /// what this side sends: downloads follow the reverse's policy, uploads the forward's.
+    pub policy: PathPolicy,
     /// Logging.
     pub log: LogConfig,
     /// Transport.
@@ -539,6 +604,7 @@ impl Default for ReverseConfig {
             stats_interval: Duration::from_secs(5),
             metrics_listen: None,
             udp: UdpFlowConfig::default(),
+            policy: PathPolicy::Aggregate,
             log: LogConfig::default(),
             transport: TransportSettings::default(),
             relay: RelayConfig::default(),
@@ -603,6 +669,28 @@ pub fn validate_forward(
     text: Option<&str>,
 ) -> Result<(), ConfigError> {
     c.udp.validate(source_name, text)?;
+    if c.paths.len() > usize::from(ctcp_proto::wire::MAX_PATHS) {
+        return Err(ConfigError::new(
+            source_name,
+            text,
+            "paths",
+            format!(
+                "at most {} paths per session (got {})",
+                ctcp_proto::wire::MAX_PATHS,
+                c.paths.len()
+            ),
+        ));
+    }
+    for (i, p) in c.paths.iter().enumerate() {
+        if let Some(j) = c.paths[..i].iter().position(|q| q == p) {
+            return Err(ConfigError::new(
+                source_name,
+                text,
+                &format!("paths[{i}].bind"),
+                format!("{p} is already path {j}: each path needs its own link"),
+            ));
+        }
+    }
     if let Some(u) = c.transparent_udp_listen {
         let why = if c.transparent_mode != TransparentMode::Tproxy {
             Some("needs transparent_mode = \"tproxy\": UDP has no NAT original destination to read")

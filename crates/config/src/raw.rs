@@ -48,6 +48,12 @@ struct RawUser {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawPath {
+    bind: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawForward {
     listen: Option<SocketAddr>,
     peer: Option<String>,
@@ -70,6 +76,9 @@ struct RawForward {
     udp_max_flows: Option<usize>,
     #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
     udp_idle_timeout: Option<Duration>,
+    #[serde(default)]
+    paths: Vec<RawPath>,
+    policy: Option<String>,
     #[serde(default)]
     log: RawLog,
     #[serde(default)]
@@ -114,6 +123,7 @@ struct RawReverse {
     udp_max_flows: Option<usize>,
     #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
     udp_idle_timeout: Option<Duration>,
+    policy: Option<String>,
     #[serde(default)]
     log: RawLog,
     #[serde(default)]
@@ -286,6 +296,20 @@ pub(crate) fn forward(text: &str, src: &str) -> Result<ForwardConfig, ConfigErro
         Some(m) => crate::parse_transparent_mode(m)
             .map_err(|m| ConfigError::new(src, Some(text), "transparent_mode", m))?,
     };
+    let paths = raw
+        .paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            crate::parse_path_bind(&p.bind)
+                .map_err(|m| ConfigError::new(src, Some(text), &format!("paths[{i}].bind"), m))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let policy = match raw.policy.as_deref() {
+        None => d.policy,
+        Some(p) => crate::parse_path_policy(p)
+            .map_err(|m| ConfigError::new(src, Some(text), "policy", m))?,
+    };
     let c = ForwardConfig {
         listen: raw.listen.unwrap_or(d.listen),
         peer,
@@ -308,6 +332,8 @@ pub(crate) fn forward(text: &str, src: &str) -> Result<ForwardConfig, ConfigErro
             max_flows: raw.udp_max_flows.unwrap_or(d.udp.max_flows),
             idle_timeout: raw.udp_idle_timeout.unwrap_or(d.udp.idle_timeout),
         },
+        paths,
+        policy,
         log: log(raw.log, text, src)?,
         transport: transport(raw.transport, text, src)?,
     };
@@ -381,6 +407,11 @@ pub(crate) fn reverse(text: &str, src: &str) -> Result<ReverseConfig, ConfigErro
         idle_timeout: raw.udp_idle_timeout.unwrap_or(d.udp.idle_timeout),
     };
     udp.validate(src, Some(text))?;
+    let policy = match raw.policy.as_deref() {
+        None => d.policy,
+        Some(p) => crate::parse_path_policy(p)
+            .map_err(|m| ConfigError::new(src, Some(text), "policy", m))?,
+    };
     Ok(ReverseConfig {
         listen: raw.listen.unwrap_or(d.listen),
         psk_file: raw.psk_file,
@@ -394,6 +425,7 @@ pub(crate) fn reverse(text: &str, src: &str) -> Result<ReverseConfig, ConfigErro
         stats_interval: raw.stats_interval.unwrap_or(d.stats_interval),
         metrics_listen: raw.metrics_listen,
         udp,
+        policy,
         log: log(raw.log, text, src)?,
         transport: transport(raw.transport, text, src)?,
         relay: relay(raw.relay, text, src)?,

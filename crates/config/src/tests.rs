@@ -580,3 +580,57 @@ fn datagram_and_udp_flow_settings_parse_and_are_checked() {
         assert!(e.message.contains(why), "{text}: {e}");
     }
 }
+
+#[test]
+fn forward_paths_parse_and_validate() {
+    let d = ForwardConfig::default();
+    assert!(d.paths.is_empty(), "single path unless configured");
+    assert_eq!(d.policy, ctcp_proto::PathPolicy::Aggregate);
+    let f = ForwardConfig::from_toml_str(
+        "policy = \"failover\"\npaths = [{ bind = \"10.77.0.1\" }, { bind = \"wwan0\" }]\n",
+        "f",
+    )
+    .unwrap();
+    assert_eq!(
+        f.paths,
+        vec![
+            PathBind::Address("10.77.0.1".parse().unwrap()),
+            PathBind::Device("wwan0".into())
+        ]
+    );
+    assert_eq!(f.policy, ctcp_proto::PathPolicy::Failover);
+    for (text, key) in [
+        ("policy = \"fastest\"\n", "policy"),
+        ("paths = [{ bind = \"\" }]\n", "paths[0].bind"),
+        ("paths = [{ bind = \"a/b\" }]\n", "paths[0].bind"),
+        (
+            "paths = [{ bind = \"averyveryverylongname\" }]\n",
+            "paths[0].bind",
+        ),
+        (
+            "paths = [{ bind = \"eth0\" }, { bind = \"eth0\" }]\n",
+            "paths[1].bind",
+        ),
+    ] {
+        let e = ForwardConfig::from_toml_str(text, "f").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some(key), "{text}: {e}");
+    }
+    let nine = (0..9)
+        .map(|i| format!("{{ bind = \"10.0.0.{i}\" }}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let e = ForwardConfig::from_toml_str(&format!("paths = [{nine}]\n"), "f").unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("paths"));
+}
+
+#[test]
+fn reverse_policy_parses() {
+    assert_eq!(
+        ReverseConfig::default().policy,
+        ctcp_proto::PathPolicy::Aggregate
+    );
+    let r = ReverseConfig::from_toml_str("policy = \"redundant\"\n", "r").unwrap();
+    assert_eq!(r.policy, ctcp_proto::PathPolicy::Redundant);
+    let e = ReverseConfig::from_toml_str("policy = \"both\"\n", "r").unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("policy"));
+}

@@ -63,6 +63,9 @@ pub(crate) struct Inner {
     pub(crate) totals: crate::metrics::Totals,
     /// Issue 27 hook: where received datagrams go (`crate::datagram`).
     pub(crate) datagrams: crate::datagram::Inbox,
+    /// Multipath (issue 29): local sockets beyond the shard's own, one per extra path; a
+    /// session opens that many paths once its handshake completes.
+    pub(crate) extra_paths: usize,
 }
 
 /// Handle to a running driver: one or more shards, each an `Endpoint` with its own
@@ -173,7 +176,42 @@ impl Driver {
         shards: Vec<(Endpoint, std::net::UdpSocket)>,
         shutdown: watch::Receiver<bool>,
     ) -> io::Result<(Driver, DriverChannels)> {
+        Self::spawn_paths(shards, Vec::new(), shutdown)
+    }
+
+    /// Starts one driver over several local sockets, one per path (issue 29): `first`
+    /// carries the handshake (path 0), and each session opens a path per `extra` socket
+    /// to its peer once connected; path `k` sends from `extra[k - 1]`. Datagrams read on
+    /// any socket feed the one endpoint (a packet names its path itself).
+    ///
+    /// # Errors
+    /// Fails if a socket cannot be set up for asynchronous I/O.
+    pub fn spawn_multipath(
+        endpoint: Endpoint,
+        first: std::net::UdpSocket,
+        extra: Vec<std::net::UdpSocket>,
+        shutdown: watch::Receiver<bool>,
+    ) -> io::Result<(Driver, DriverChannels)> {
+        Self::spawn_paths(vec![(endpoint, first)], extra, shutdown)
+    }
+
+    /// [`Driver::spawn`] with `extra` path sockets on the first shard.
+    fn spawn_paths(
+        shards: Vec<(Endpoint, std::net::UdpSocket)>,
+        extra: Vec<std::net::UdpSocket>,
+        shutdown: watch::Receiver<bool>,
+    ) -> io::Result<(Driver, DriverChannels)> {
         assert!(!shards.is_empty(), "a driver needs at least one shard");
+        // Each extra socket is read by its own task and written by the shard's, through
+        // two descriptors of one socket: reading needs the receive buffers to itself.
+        let mut path_readers = Vec::with_capacity(extra.len());
+        let mut path_writers = Vec::with_capacity(extra.len());
+        for socket in extra {
+            path_writers.push(UdpIo::new(socket.try_clone()?)?);
+            path_readers.push(UdpIo::new(socket)?);
+        }
+        let extra_paths = path_writers.len();
+        let mut path_writers = Some(path_writers);
         let mut ios = Vec::with_capacity(shards.len());
         let mut states = Vec::with_capacity(shards.len());
         let mut receivers = Vec::with_capacity(shards.len());
@@ -183,6 +221,7 @@ impl Driver {
             local_addr.get_or_insert(io.local_addr()?);
             endpoint.set_wall_clock(clock::now(), clock::unix_ms());
             let (routed, rx) = mpsc::channel(ROUTE_QUEUE);
+            let first = states.is_empty();
             states.push(Shard {
                 inner: Mutex::new(Inner {
                     endpoint,
@@ -190,6 +229,7 @@ impl Driver {
                     lost: HashMap::new(),
                     totals: crate::metrics::Totals::default(),
                     datagrams: crate::datagram::Inbox::default(),
+                    extra_paths: if first { extra_paths } else { 0 },
                 }),
                 wake: Notify::new(),
                 routed,
@@ -211,11 +251,15 @@ impl Driver {
             incoming: incoming_tx,
             sessions: sessions_tx,
         };
+        for io in path_readers {
+            tokio::spawn(read_path(shared.clone(), io));
+        }
         for (index, (io, routed)) in ios.into_iter().zip(receivers).enumerate() {
             tokio::spawn(run_shard(
                 shared.clone(),
                 index,
                 io,
+                path_writers.take().unwrap_or_default(),
                 routed,
                 reports.clone(),
                 shutdown.clone(),
@@ -366,6 +410,17 @@ impl Driver {
             .is_some_and(|c| c.is_established())
     }
 
+    /// A session's paths (one unless multipath), for logs, metrics and tests.
+    pub fn paths(&self, h: ConnectionHandle) -> Vec<ctcp_proto::PathInfo> {
+        self.shared
+            .shard(h)
+            .lock()
+            .endpoint
+            .connection(h)
+            .map(|c| c.paths())
+            .unwrap_or_default()
+    }
+
     /// Dropped-datagram counters of the endpoints, summed.
     pub fn drops(&self) -> ctcp_proto::DropCounters {
         let mut t = ctcp_proto::DropCounters::default();
@@ -388,6 +443,7 @@ async fn run_shard(
     shared: Arc<Shared>,
     index: usize,
     mut io: UdpIo,
+    paths: Vec<UdpIo>,
     mut routed: mpsc::Receiver<Routed>,
     reports: Reports,
     mut shutdown: watch::Receiver<bool>,
@@ -397,7 +453,7 @@ async fn run_shard(
     let local_addr = shared.local_addr;
     let gso = io.max_gso_segments().clamp(1, 32);
     // GSO batches, written by the endpoint where they are sent from.
-    let mut batches: Vec<(Vec<u8>, SocketAddr, usize)> = Vec::new();
+    let mut batches: Vec<(Vec<u8>, SocketAddr, usize, u8)> = Vec::new();
     let mut closed = false;
     loop {
         let timeout = me.lock().endpoint.poll_timeout();
@@ -473,13 +529,13 @@ async fn run_shard(
                 let now = clock::now();
                 while n < FLUSH_BATCHES {
                     if batches.len() == n {
-                        batches.push((Vec::with_capacity(gso * 1500), local_addr, 0));
+                        batches.push((Vec::with_capacity(gso * 1500), local_addr, 0, 0));
                     }
-                    let (buf, dest, seg) = &mut batches[n];
+                    let (buf, dest, seg, path) = &mut batches[n];
                     let Some(t) = inner.endpoint.poll_transmit_batch(now, gso, buf) else {
                         break;
                     };
-                    (*dest, *seg) = (t.destination, t.segment_size);
+                    (*dest, *seg, *path) = (t.destination, t.segment_size, t.path);
                     n += 1;
                 }
                 route_events(&mut inner, &reports);
@@ -487,10 +543,16 @@ async fn run_shard(
             if n == 0 {
                 break;
             }
-            for (buf, dest, seg) in &batches[..n] {
+            for (buf, dest, seg, path) in &batches[..n] {
                 let seg = Some(*seg).filter(|s| buf.len() > *s);
-                if let Err(e) = io.send(*dest, buf, seg).await {
-                    tracing::debug!(error = %e, %dest, "UDP send failed");
+                // Path k > 0 leaves from extra socket k - 1 (paths are opened in socket
+                // order); a path without a socket of its own uses the shard's.
+                let out = usize::from(*path)
+                    .checked_sub(1)
+                    .and_then(|k| paths.get(k))
+                    .unwrap_or(&io);
+                if let Err(e) = out.send(*dest, buf, seg).await {
+                    tracing::debug!(error = %e, %dest, path, "UDP send failed");
                 }
             }
         }
@@ -500,6 +562,34 @@ async fn run_shard(
     }
     tracing::debug!(shard = index, "driver stopped");
     shared.stopped.send_modify(|n| *n += 1);
+}
+
+/// Reads one extra path socket (multipath) and hands what it reads to the shard that owns
+/// each session, until that shard stops.
+async fn read_path(shared: Arc<Shared>, mut io: UdpIo) {
+    let count = shared.shards.len();
+    let stopped = async {
+        let mut rx = shared.stopped.subscribe();
+        let _ = rx.wait_for(|s| *s >= count).await;
+    };
+    tokio::pin!(stopped);
+    loop {
+        tokio::select! {
+            r = io.readable() => {
+                if let Err(e) = r {
+                    tracing::error!(error = %e, "path UDP socket failed");
+                    return;
+                }
+                let res = io.drain(|from, data| {
+                    route(&shared, owner(data, count).unwrap_or(0), from, data);
+                });
+                if let Err(e) = res {
+                    tracing::warn!(error = %e, "path UDP receive error");
+                }
+            }
+            () = &mut stopped => return,
+        }
+    }
 }
 
 /// The shard that owns the session a datagram names, if it names one.
@@ -535,12 +625,32 @@ fn on_received(inner: &mut Inner, before: usize, reports: &Reports) {
     }
 }
 
+/// Multipath: opens one path per extra local socket on a session that just connected, to
+/// the peer's address (the path differs by the socket it leaves from).
+fn open_paths(inner: &mut Inner, h: ConnectionHandle) {
+    let n = inner.extra_paths;
+    let Some(c) = inner.endpoint.connection_mut(h).filter(|_| n > 0) else {
+        return;
+    };
+    let (now, remote) = (clock::now(), c.remote());
+    for _ in 0..n {
+        match c.add_path(now, remote) {
+            Ok(id) => tracing::debug!(session = h.0, path = id, %remote, "path opened"),
+            Err(e) => {
+                tracing::warn!(session = h.0, error = %e, "path not opened");
+                break;
+            }
+        }
+    }
+}
+
 fn route_events(inner: &mut Inner, reports: &Reports) {
     let (incoming, sessions) = (&reports.incoming, &reports.sessions);
     while let Some((h, event)) = inner.endpoint.poll_event() {
         match event {
             Event::Connected => {
                 inner.totals.on_connected(h);
+                open_paths(inner, h);
                 let _ = sessions.send(SessionEvent::Connected(h));
             }
             Event::StreamOpened { id, target } => {

@@ -14,6 +14,7 @@ pub mod keys;
 pub mod live;
 pub mod metrics;
 pub mod notes;
+mod paths;
 pub mod relay;
 pub mod reply;
 pub mod resolve;
@@ -54,6 +55,16 @@ pub enum RuntimeError {
         what: &'static str,
         /// Where.
         addr: SocketAddr,
+        /// Why.
+        source: io::Error,
+    },
+    /// A multipath socket could not be bound to its address or interface.
+    #[error("cannot bind the tunnel socket of path {path} ({bind})")]
+    PathBind {
+        /// The path's index in `paths`.
+        path: usize,
+        /// Its `bind` (address or interface).
+        bind: String,
         /// Why.
         source: io::Error,
     },
@@ -114,6 +125,9 @@ pub struct ForwardSettings {
     pub transparent_udp_listen: Option<SocketAddr>,
     /// Limits of the transparent UDP flows.
     pub udp_flows: datagram::FlowLimits,
+    /// Multipath (issue 29): one tunnel socket per entry, the first for the handshake
+    /// (it replaces `bind`); empty for one socket.
+    pub paths: Vec<ctcp_config::PathBind>,
 }
 
 impl ForwardSettings {
@@ -124,7 +138,10 @@ impl ForwardSettings {
             peer: peer.into(),
             bind: None,
             psk,
-            transport: cfg.transport.transport_config(),
+            transport: ctcp_proto::TransportConfig {
+                path_policy: cfg.policy,
+                ..cfg.transport.transport_config()
+            },
             socks_auth: app::socks_auth(cfg),
             handshake_timeout: cfg.handshake_timeout,
             open_timeout: cfg.open_timeout,
@@ -136,6 +153,7 @@ impl ForwardSettings {
             transparent_mode: cfg.transparent_mode,
             transparent_udp_listen: cfg.transparent_udp_listen,
             udp_flows: cfg.udp.into(),
+            paths: cfg.paths.clone(),
         }
     }
 
@@ -187,7 +205,10 @@ impl ReverseSettings {
         ReverseSettings {
             listen: cfg.listen,
             psk,
-            transport: cfg.transport.transport_config(),
+            transport: ctcp_proto::TransportConfig {
+                path_policy: cfg.policy,
+                ..cfg.transport.transport_config()
+            },
             acl: Acl::from_config(cfg),
             connect_timeout: cfg.connect_timeout,
             max_sessions: cfg.max_sessions,
@@ -278,19 +299,33 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
     let lookup = resolve::system_lookup();
     let addrs = resolve::resolve_any(&s.peer, &lookup).await?;
     let bind = s.bind.unwrap_or_else(|| resolve::wildcard_for(&addrs));
-    let udp = std::net::UdpSocket::bind(bind)
-        .or_else(|e| match s.bind {
-            // A host without IPv6 still reaches the name's IPv4 addresses.
-            None if bind.is_ipv6() => {
-                std::net::UdpSocket::bind(SocketAddr::from(([0, 0, 0, 0], 0)))
-            }
-            _ => Err(e),
-        })
-        .map_err(|source| RuntimeError::Bind {
-            what: "tunnel UDP socket",
-            addr: bind,
+    let mut path_sockets = Vec::with_capacity(s.paths.len());
+    for (i, p) in s.paths.iter().enumerate() {
+        let socket = paths::bind(p, &addrs).map_err(|source| RuntimeError::PathBind {
+            path: i,
+            bind: p.to_string(),
             source,
         })?;
+        path_sockets.push(socket);
+    }
+    // With paths configured, the first path's socket is the tunnel socket (path 0).
+    let udp = if path_sockets.is_empty() {
+        std::net::UdpSocket::bind(bind)
+            .or_else(|e| match s.bind {
+                // A host without IPv6 still reaches the name's IPv4 addresses.
+                None if bind.is_ipv6() => {
+                    std::net::UdpSocket::bind(SocketAddr::from(([0, 0, 0, 0], 0)))
+                }
+                _ => Err(e),
+            })
+            .map_err(|source| RuntimeError::Bind {
+                what: "tunnel UDP socket",
+                addr: bind,
+                source,
+            })?
+    } else {
+        path_sockets.remove(0)
+    };
     let guard_peers = addrs.clone();
     // With one name the start-up resolution is its first; with a list the resolver starts
     // from the first name's own.
@@ -354,7 +389,12 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
         os_seed(),
     );
     let (shutdown, rx) = watch::channel(false);
-    let (driver, channels) = Driver::spawn(vec![(endpoint, udp)], rx.clone())?;
+    let (driver, channels) = if path_sockets.is_empty() {
+        Driver::spawn(vec![(endpoint, udp)], rx.clone())?
+    } else {
+        tracing::info!(paths = ?s.paths.iter().map(ToString::to_string).collect::<Vec<_>>(), policy = ?s.transport.path_policy, "multipath");
+        Driver::spawn_multipath(endpoint, udp, path_sockets, rx.clone())?
+    };
     tokio::spawn(signals::periodic_stats(
         driver.clone(),
         s.stats_interval,

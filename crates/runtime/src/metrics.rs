@@ -414,6 +414,8 @@ pub struct SessionSnapshot {
     pub stats: ConnectionStats,
     /// Open streams.
     pub streams: usize,
+    /// Its paths (one unless a multipath forward opened more).
+    pub paths: Vec<ctcp_proto::PathInfo>,
 }
 
 impl Driver {
@@ -446,6 +448,7 @@ impl Driver {
                     state,
                     stats: c.stats(),
                     streams: c.stream_count(),
+                    paths: c.paths(),
                 })
             }));
         }
@@ -536,6 +539,12 @@ pub fn build_info() -> BuildInfo {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Session {
     session: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SessionPath {
+    session: String,
+    path: u8,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -720,6 +729,7 @@ pub fn render_all(driver: &Driver, extra: &[Driver]) -> String {
     for (name, help, c) in counters {
         reg.register(name, help, c);
     }
+    register_paths(&mut reg, &sessions);
     let live: Gauge = Gauge::default();
     live.set(sessions.len() as i64);
     reg.register("sessions", "Live tunnel sessions", live);
@@ -892,6 +902,48 @@ pub fn render_all(driver: &Driver, extra: &[Driver]) -> String {
 
 /// The unreliable-datagram counters (issue 27): the sessions' coded datagrams (all
 /// sessions since start, as last seen), the UDP relays' flows, and drops by reason.
+/// Per-path series of the multipath sessions (more than one path; a single-path
+/// session's figures are its session series): bytes and datagrams sent, smoothed RTT,
+/// and whether the path is up (validated and not declared dead).
+fn register_paths(reg: &mut Registry, sessions: &[SessionSnapshot]) {
+    let bytes: Family<SessionPath, Counter> = Family::default();
+    let datagrams: Family<SessionPath, Counter> = Family::default();
+    let srtt: Family<SessionPath, Gauge<f64, AtomicU64>> = Family::default();
+    let up: Family<SessionPath, Gauge> = Family::default();
+    for s in sessions.iter().filter(|s| s.paths.len() > 1) {
+        for p in &s.paths {
+            let l = SessionPath {
+                session: session_label(s.handle),
+                path: p.id,
+            };
+            bytes.get_or_create(&l).inc_by(p.bytes_sent);
+            datagrams.get_or_create(&l).inc_by(p.sent);
+            srtt.get_or_create(&l).set(p.srtt.as_secs_f64());
+            up.get_or_create(&l).set(i64::from(p.validated && !p.dead));
+        }
+    }
+    reg.register(
+        "path_bytes_sent",
+        "Bytes sent on one path of a multipath session",
+        bytes,
+    );
+    reg.register(
+        "path_datagrams_sent",
+        "Datagrams sent on one path of a multipath session",
+        datagrams,
+    );
+    reg.register(
+        "path_srtt_seconds",
+        "Smoothed round-trip time of one path of a multipath session",
+        srtt,
+    );
+    reg.register(
+        "path_up",
+        "1 if a path of a multipath session is validated and alive, else 0",
+        up,
+    );
+}
+
 fn register_udp(reg: &mut Registry, driver: &Driver, extra: &[Driver]) {
     use crate::datagram::COUNTERS as C;
     use std::sync::atomic::Ordering::Relaxed;

@@ -176,6 +176,10 @@ pub struct Transmit {
     pub destination: SocketAddr,
     /// Bytes written into the caller's buffer.
     pub size: usize,
+    /// The wire id of the path it belongs to (0 for handshake packets, resets and every
+    /// packet of a single-path session): a multipath driver sends it from that path's
+    /// local socket.
+    pub path: u8,
 }
 
 /// A GSO batch written by [`crate::Endpoint::poll_transmit_batch`]: `size` bytes for
@@ -189,6 +193,9 @@ pub struct BatchTransmit {
     /// Length of each datagram but the last (which may be shorter); equal to `size` for
     /// a batch of one.
     pub segment_size: usize,
+    /// The wire id of the path every datagram of the batch belongs to (see
+    /// [`Transmit::path`]).
+    pub path: u8,
 }
 
 #[derive(Debug)]

@@ -39,6 +39,8 @@ pub struct PathInfo {
     pub in_flight: u64,
     /// Datagrams sent on it (its packet numbers used).
     pub sent: u64,
+    /// Bytes sent on it, every datagram (full data packets and small control ones alike).
+    pub bytes_sent: u64,
 }
 
 impl Connection {
@@ -88,6 +90,7 @@ impl Connection {
                 cwnd: p.cc.window(),
                 in_flight: p.sent.in_flight(),
                 sent: p.sent.next_pn(),
+                bytes_sent: p.bytes_sent,
             })
             .collect()
     }

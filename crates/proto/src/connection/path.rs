@@ -103,6 +103,8 @@ pub(super) struct PathData {
     pub(super) timers: PathTimers,
     pub(super) validation: Validation,
     pub(super) liveness: Liveness,
+    /// Bytes of every datagram sent on this path (what it carried, for metrics).
+    pub(super) bytes_sent: u64,
 }
 
 impl PathData {
@@ -136,6 +138,7 @@ impl PathData {
                 ..Validation::default()
             },
             liveness: Liveness::default(),
+            bytes_sent: 0,
         }
     }
 

@@ -28,7 +28,7 @@ impl Connection {
         self.bufs.start = buf.len();
         if let Some(accept) = self.hs.accept_pending.pop_front() {
             buf.extend_from_slice(&accept);
-            return Some(self.transmit(buf, self.remote()));
+            return Some(self.transmit(buf, self.remote(), 0));
         }
         match &mut self.state {
             State::Drained => None,
@@ -88,7 +88,7 @@ impl Connection {
         }
         *attempts += 1;
         *next_send = now + handshake_wait(*attempts, train);
-        Some(self.transmit(buf, self.remote()))
+        Some(self.transmit(buf, self.remote(), 0))
     }
 
     /// What an established session sends next: first each path's control packets (owed
@@ -188,11 +188,15 @@ impl Connection {
         Some(self.send_repair(now, buf, i, plan))
     }
 
-    fn transmit(&mut self, buf: &[u8], destination: SocketAddr) -> Transmit {
+    fn transmit(&mut self, buf: &[u8], destination: SocketAddr, path: u8) -> Transmit {
         let size = buf.len() - self.bufs.start;
         self.stats.datagrams_sent += 1;
         self.stats.bytes_sent += size as u64;
-        Transmit { destination, size }
+        Transmit {
+            destination,
+            size,
+            path,
+        }
     }
 
     /// Writes the header of the next packet on path index `i`.
@@ -270,9 +274,10 @@ impl Connection {
         to: SocketAddr,
     ) -> Transmit {
         let p = self.paths.get_mut(i);
+        let path = p.id;
         let header = DataHeader {
             conn_id: self.conn_id,
-            path: p.id,
+            path,
             pn: p.sent.next_pn(),
         };
         if let Some(key) = &self.keys.tx {
@@ -283,7 +288,9 @@ impl Connection {
             p.cc.on_sent(now, 1, in_flight);
             p.on_eliciting_sent(now);
         }
-        p.pacer.on_sent(now, buf.len() - self.bufs.start);
+        let len = buf.len() - self.bufs.start;
+        p.pacer.on_sent(now, len);
+        p.bytes_sent += len as u64;
         // Probes of a dead or standby path do not restart the session's probe timer: it
         // guards the data on the paths that carry it.
         if eliciting && !self.paths.probed(i) {
@@ -291,7 +298,7 @@ impl Connection {
         }
         self.timers.last_sent = Some(now);
         self.trim_sent(i);
-        self.transmit(buf, to)
+        self.transmit(buf, to, path)
     }
 
     fn send_repair(

@@ -47,7 +47,7 @@ impl Endpoint {
         self.reject_tokens -= 1.0;
         let mut out = Vec::with_capacity(len);
         reject.emit(&mut out);
-        self.outbox.push_back((to, out));
+        self.outbox.push_back((to, 0, out));
         self.drops.rejects_sent += 1;
     }
 

@@ -166,7 +166,8 @@ pub struct Endpoint {
     cursor: usize,
     /// Client randoms of accepted handshakes, for replay rejection, with their expiry.
     seen_randoms: HashMap<[u8; RANDOM_LEN], Instant>,
-    outbox: VecDeque<(SocketAddr, Vec<u8>)>,
+    /// Datagrams to send before any session's: (destination, path id, bytes).
+    outbox: VecDeque<(SocketAddr, u8, Vec<u8>)>,
     handshake_tokens: f64,
     reset_tokens: f64,
     reject_tokens: f64,
@@ -372,19 +373,20 @@ impl Endpoint {
         };
         let mut out = Vec::with_capacity(wire::RESET_LEN);
         reset.emit(&mut out);
-        self.outbox.push_back((to, out));
+        self.outbox.push_back((to, 0, out));
         self.drops.resets_sent += 1;
     }
 
     /// The next datagram to send, round-robin across sessions.
     #[must_use]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        if let Some((to, bytes)) = self.outbox.pop_front() {
+        if let Some((to, path, bytes)) = self.outbox.pop_front() {
             buf.clear();
             buf.extend_from_slice(&bytes);
             return Some(Transmit {
                 destination: to,
                 size: bytes.len(),
+                path,
             });
         }
         let n = self.order.len();
@@ -414,12 +416,13 @@ impl Endpoint {
         buf: &mut Vec<u8>,
     ) -> Option<BatchTransmit> {
         buf.clear();
-        if let Some((to, bytes)) = self.outbox.pop_front() {
+        if let Some((to, path, bytes)) = self.outbox.pop_front() {
             buf.extend_from_slice(&bytes);
             return Some(BatchTransmit {
                 destination: to,
                 size: bytes.len(),
                 segment_size: bytes.len(),
+                path,
             });
         }
         let n = self.order.len();
@@ -439,11 +442,14 @@ impl Endpoint {
                 let Some(t) = c.poll_transmit_append(now, buf) else {
                     break;
                 };
-                if t.destination != first.destination || t.size > segment_size {
+                if t.destination != first.destination
+                    || t.path != first.path
+                    || t.size > segment_size
+                {
                     // Cannot ride this batch (a full datagram behind a short one): it goes
                     // first in the next.
                     let held = buf.split_off(start);
-                    self.outbox.push_front((t.destination, held));
+                    self.outbox.push_front((t.destination, t.path, held));
                     break;
                 }
                 if t.size < segment_size {
@@ -454,6 +460,7 @@ impl Endpoint {
                 destination: first.destination,
                 size: buf.len(),
                 segment_size,
+                path: first.path,
             });
         }
         None

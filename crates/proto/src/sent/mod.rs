@@ -472,21 +472,21 @@ impl SentLedger {
     /// Declares every packet in flight lost (its path died), calling `on_lost` with each
     /// one's kind, oldest first; returns how many.
     pub(crate) fn declare_all_lost(&mut self, mut on_lost: impl FnMut(SentKind)) -> u64 {
-        let mut left = Vec::new();
-        for (i, p) in self.sent.iter_mut().enumerate() {
-            if p.in_flight && !p.acked {
-                p.lost = true;
-                p.in_flight = false;
-                on_lost(p.kind);
-                left.push((i, p.kind));
+        let mut lost = 0;
+        for i in 0..self.sent.len() {
+            let p = &mut self.sent[i];
+            if !p.in_flight || p.acked {
+                continue;
             }
-        }
-        let lost = left.len() as u64;
-        self.in_flight -= lost;
-        // The kept flight counts follow every packet that leaves flight.
-        for (i, kind) in left {
+            p.lost = true;
+            p.in_flight = false;
+            lost += 1;
+            let kind = p.kind;
+            on_lost(kind);
+            // The kept flight counts follow every packet out, as the ACK and RACK paths do.
             self.left_flight(self.base + i as u64, kind);
         }
+        self.in_flight -= lost;
         lost
     }
 
@@ -545,5 +545,36 @@ impl SentLedger {
             }
         }
         c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dead path's flight declared lost leaves nothing in the kept counts: they and a
+    /// walk of the ledger agree (the walk is what `in_flight_from` checks them against).
+    #[test]
+    #[allow(clippy::disallowed_methods)] // a base instant for the test; no time passes
+    fn declaring_a_whole_flight_lost_empties_the_kept_counts() {
+        let now = Instant::now();
+        let mut l = SentLedger::starting_at(0);
+        for id in 0..30 {
+            l.on_sent(now, SentKind::Source(id), true);
+        }
+        l.on_sent(
+            now,
+            SentKind::Repair {
+                end: 30,
+                origin: RepairOrigin::Debt,
+            },
+            true,
+        );
+        let mut kinds = 0;
+        assert_eq!(l.declare_all_lost(|_| kinds += 1), 31);
+        assert_eq!(kinds, 31);
+        assert_eq!(l.in_flight(), 0);
+        assert!(!l.repairs_in_flight());
+        assert_eq!(l.in_flight_from(0).0, InFlightAfter::default());
     }
 }
