@@ -9,7 +9,7 @@
 mod common;
 use common::Duo;
 use ctcp_proto::wire::{self, CONN_ID_LEN};
-use ctcp_proto::{ReadOutcome, TransportConfig};
+use ctcp_proto::TransportConfig;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -42,32 +42,13 @@ fn establish_through_loss(d: &mut Duo) -> Vec<Vec<u8>> {
 /// Carries a stream's data, the client's address changing to `rebound` once the first
 /// bytes arrived; returns every client datagram.
 fn transfer_while_rebinding(d: &mut Duo, rebound: SocketAddr) -> Vec<Vec<u8>> {
-    let mut sent = Vec::new();
     let s = d.open_stream();
     let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7) as u8).collect();
-    let (mut written, mut got) = (0usize, Vec::new());
-    let mut buf = vec![0u8; 16 << 10];
-    for _ in 0..10_000 {
+    let (got, sent) = d.transfer(s, &data, 10_000, |d, got| {
         if !got.is_empty() {
             d.ca = rebound;
         }
-        let c = d.cli.connection_mut(d.h).unwrap();
-        if written < data.len() {
-            written += c.write(s, &data[written..]).unwrap_or(0);
-            if written == data.len() {
-                c.finish(s).unwrap();
-            }
-        }
-        sent.extend(d.step(Duration::from_millis(1)));
-        let h = d.srv.handles()[0];
-        let srv = d.srv.connection_mut(h).unwrap();
-        while let Ok(ReadOutcome::Data(n)) = srv.read(s, &mut buf) {
-            got.extend_from_slice(&buf[..n]);
-        }
-        if got.len() == data.len() {
-            break;
-        }
-    }
+    });
     assert!(
         got == data,
         "received {} of {} bytes",

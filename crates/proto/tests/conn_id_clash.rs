@@ -7,9 +7,8 @@
 mod common;
 use common::Duo;
 use ctcp_proto::wire::{Initiate, INITIATE_LEN, MAC_LEN, RANDOM_LEN};
-use ctcp_proto::{Psk, ReadOutcome, Target, TransportConfig};
+use ctcp_proto::{Psk, Target, TransportConfig};
 use std::net::SocketAddr;
-use std::time::Duration;
 
 #[test]
 fn a_handshake_naming_a_live_connection_id_is_refused_and_the_session_lives_on() {
@@ -55,26 +54,7 @@ fn a_handshake_naming_a_live_connection_id_is_refused_and_the_session_lives_on()
         .open_stream(Target::Domain("x.test".into(), 80))
         .unwrap();
     let data: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
-    let (mut written, mut got) = (0usize, Vec::new());
-    let mut buf = vec![0u8; 16 << 10];
-    for _ in 0..5_000 {
-        let c = d.cli.connection_mut(d.h).unwrap();
-        if written < data.len() {
-            written += c.write(id, &data[written..]).unwrap_or(0);
-            if written == data.len() {
-                c.finish(id).unwrap();
-            }
-        }
-        let _ = d.step(Duration::from_millis(1));
-        let h = d.srv.handles()[0];
-        let s = d.srv.connection_mut(h).unwrap();
-        while let Ok(ReadOutcome::Data(n)) = s.read(id, &mut buf) {
-            got.extend_from_slice(&buf[..n]);
-        }
-        if got.len() == data.len() {
-            break;
-        }
-    }
+    let (got, _) = d.transfer(id, &data, 5_000, |_, _| {});
     assert!(
         got == data,
         "received {} of {} bytes",

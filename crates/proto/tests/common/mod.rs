@@ -68,6 +68,47 @@ impl Duo {
             .expect("a stream opens on an established session")
     }
 
+    /// Writes `data` on client stream `stream` and finishes it, pumping 1 ms steps (at most
+    /// `steps`) until the server's first connection has read it all; `before_step` runs
+    /// ahead of each step with the bytes received so far. Returns the bytes received and
+    /// the client datagrams carried.
+    pub fn transfer(
+        &mut self,
+        stream: u64,
+        data: &[u8],
+        steps: usize,
+        mut before_step: impl FnMut(&mut Duo, &[u8]),
+    ) -> (Vec<u8>, Vec<Vec<u8>>) {
+        let (mut written, mut got, mut carried) = (0usize, Vec::new(), Vec::new());
+        let mut buf = vec![0u8; 16 << 10];
+        for _ in 0..steps {
+            before_step(self, &got);
+            let c = self
+                .cli
+                .connection_mut(self.h)
+                .expect("the client's connection exists");
+            if written < data.len() {
+                written += c.write(stream, &data[written..]).unwrap_or(0);
+                if written == data.len() {
+                    c.finish(stream).expect("the stream is open");
+                }
+            }
+            carried.extend(self.step(Duration::from_millis(1)));
+            let h = self.srv.handles()[0];
+            let s = self
+                .srv
+                .connection_mut(h)
+                .expect("the server's connection exists");
+            while let Ok(ctcp_proto::ReadOutcome::Data(n)) = s.read(stream, &mut buf) {
+                got.extend_from_slice(&buf[..n]);
+            }
+            if got.len() == data.len() {
+                break;
+            }
+        }
+        (got, carried)
+    }
+
     /// Pumps until the client's connection is established (or panics after 10 s);
     /// returns the client datagrams of the handshake.
     pub fn establish(&mut self) -> Vec<Vec<u8>> {
