@@ -328,8 +328,8 @@ fn start_mptcp(link: &Link, www: &Path, work: &Path) -> Result<Proc> {
             .stdout(log.try_clone()?)
             .stderr(log),
     )?;
-    // Why: the first MPTCP download of a run once started before the origin listened
-    // (curl exit 7). The probe file is the one `Servers::start` wrote.
+    // The origin starts in the background: a download before it listens fails (curl
+    // exit 7). The probe file is the one `Servers::start` wrote.
     let url = format!("http://{ADDR_B}:{MPTCP_PORT}/probe.txt");
     let start = ctcp_runtime::clock::now();
     while run_quiet(

@@ -107,10 +107,9 @@ fn the_short_path_dies_and_returns() {
 fn the_long_path_dies_and_returns() {
     let up = Duration::from_secs(35);
     let (stall, back) = failover(0);
-    // The issue asks 2 × 60 ms + 200 ms = 320 ms here; the stall watch's 250 ms floor
-    // (repairs once the in-order point stood still that long) makes it 332–410 ms over
-    // seeds 1–3 and 29 (BENCHMARKS.md, "Multipath"): bounded by that floor and two of
-    // the survivor's round trips, with a margin.
+    // The issue asks 2 × 60 ms + 200 ms = 320 ms here; the stall watch repairs only once
+    // the in-order point stood still for 250 ms, so the bound is that floor plus two of
+    // the survivor's round trips, with a margin (figures: BENCHMARKS.md, "Multipath").
     assert!(stall <= Duration::from_millis(450), "stall {stall:?}");
     assert_busy_again(&back, up);
 }
