@@ -276,6 +276,10 @@ mod tests {
             (&["--idle-timeout", "5 parsecs"], "ms, s (sec)"),
             (&["--socks-user", "alice"], "USER:PASSWORD"),
             (&["--transparent-mode", "nat"], "\"redirect\" or \"tproxy\""),
+            (
+                &["--repair-priority", "cheap"],
+                "\"latency\" or \"bandwidth\"",
+            ),
         ] {
             let e = Cli::try_parse_from(std::iter::once("f").chain(args.iter().copied()))
                 .unwrap_err()

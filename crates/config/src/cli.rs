@@ -55,6 +55,11 @@ pub struct CommonArgs {
     /// 0 repairs only what the receiver reports) [default: 0].
     #[arg(long, value_name = "PERCENT")]
     pub proactive_repair: Option<u16>,
+    /// What repairs sent when the sender falls idle are sized for: latency (repair likely
+    /// losses before they are reported) or bandwidth (only reported losses: the least on
+    /// the wire, later delivery) [default: latency].
+    #[arg(long, value_name = "PRIORITY", value_parser = crate::parse_repair_priority)]
+    pub repair_priority: Option<crate::RepairPriority>,
     /// Handshake copies sent back to back to measure the path (0-64; 0 turns it off)
     /// [default: 16].
     #[arg(long, value_name = "COPIES")]
@@ -213,6 +218,9 @@ impl CommonArgs {
         }
         if let Some(v) = self.proactive_repair {
             t.proactive_repair_percent = v;
+        }
+        if let Some(v) = self.repair_priority {
+            t.repair_priority = v;
         }
         if let Some(v) = self.handshake_train {
             t.handshake_train = v;

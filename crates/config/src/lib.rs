@@ -16,6 +16,8 @@ pub use units::{
 
 /// The `policy` keys' type, re-exported so the binaries need not name ctcp-proto.
 pub use ctcp_proto::PathPolicy;
+/// The `transport.repair_priority` key's type, re-exported for the same reason.
+pub use ctcp_proto::RepairPriority;
 use ctcp_proto::{EndpointConfig, TransportConfig};
 use ipnet::IpNet;
 use std::net::{IpAddr, SocketAddr};
@@ -95,6 +97,11 @@ pub struct TransportSettings {
     /// down on paths under 500 ms). 0 (default) repairs reported holes and the idle tail's
     /// likely losses: the least wire; more lowers delivery delay.
     pub proactive_repair_percent: u16,
+    /// What the repairs sent when the sender falls idle are sized for: `latency` (default:
+    /// the flight's likely losses plus a margin, before they are reported) or `bandwidth`
+    /// (only reported losses: about the erasure minimum, each loss a round trip or more
+    /// later). Matters for application-limited flows.
+    pub repair_priority: RepairPriority,
     /// Handshake copies sent back to back to measure the path (0..=64; 0 turns it off).
     pub handshake_train: u8,
     /// Unreliable datagrams in the session (issue 27): SOCKS UDP ASSOCIATE and the UDP
@@ -130,6 +137,7 @@ impl TransportSettings {
             // A share of at most 4 (400 %) in the validated range; the float-to-int cast
             // saturates anything else.
             proactive_repair_percent: (t.proactive_repair * 100.0).round() as u16,
+            repair_priority: t.repair_priority,
             handshake_train: t.handshake_train,
             datagrams: t.datagrams,
             datagram_deadline: t.datagram_deadline,
@@ -150,6 +158,7 @@ impl TransportSettings {
             max_streams: self.max_streams,
             session_send_buffer: usize::try_from(self.session_send_buffer).unwrap_or(usize::MAX),
             proactive_repair: f64::from(self.proactive_repair_percent) / 100.0,
+            repair_priority: self.repair_priority,
             handshake_train: self.handshake_train,
             datagrams: self.datagrams,
             datagram_deadline: self.datagram_deadline,
@@ -302,6 +311,18 @@ pub fn parse_path_policy(s: &str) -> Result<PathPolicy, String> {
         o => Err(format!(
             "must be \"aggregate\", \"failover\" or \"redundant\" (got {o:?})"
         )),
+    }
+}
+
+/// Parses a repair priority: `latency` or `bandwidth`.
+///
+/// # Errors
+/// Anything else.
+pub fn parse_repair_priority(s: &str) -> Result<RepairPriority, String> {
+    match s.trim() {
+        "latency" => Ok(RepairPriority::Latency),
+        "bandwidth" => Ok(RepairPriority::Bandwidth),
+        o => Err(format!("must be \"latency\" or \"bandwidth\" (got {o:?})")),
     }
 }
 

@@ -32,6 +32,7 @@ struct RawTransport {
     max_streams: Option<usize>,
     session_send_buffer: Option<String>,
     proactive_repair: Option<u16>,
+    repair_priority: Option<String>,
     handshake_train: Option<u8>,
     datagrams: Option<bool>,
     #[serde(default, deserialize_with = "crate::units::opt_duration::deserialize")]
@@ -263,6 +264,11 @@ fn transport(raw: RawTransport, text: &str, src: &str) -> Result<TransportSettin
             })?,
         },
         proactive_repair_percent: raw.proactive_repair.unwrap_or(d.proactive_repair_percent),
+        repair_priority: match raw.repair_priority.as_deref() {
+            None => d.repair_priority,
+            Some(p) => crate::parse_repair_priority(p)
+                .map_err(|m| ConfigError::new(src, Some(text), "transport.repair_priority", m))?,
+        },
         handshake_train: raw.handshake_train.unwrap_or(d.handshake_train),
         datagrams: raw.datagrams.unwrap_or(d.datagrams),
         datagram_deadline: raw.datagram_deadline.unwrap_or(d.datagram_deadline),

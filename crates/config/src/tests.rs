@@ -99,7 +99,15 @@ fn durations_sizes_rates() {
         "reactive by default"
     );
     assert_eq!(d.transport.handshake_train, 16);
+    assert_eq!(d.transport.repair_priority, crate::RepairPriority::Latency);
+    let f = ForwardConfig::from_toml_str("[transport]\nrepair_priority = \"bandwidth\"\n", "f")
+        .unwrap();
+    assert_eq!(
+        f.transport.repair_priority,
+        crate::RepairPriority::Bandwidth
+    );
     for (bad, key) in [
+        ("repair_priority = \"cheap\"", "transport.repair_priority"),
         ("proactive_repair = 401", "transport.proactive_repair"),
         ("handshake_train = 65", "transport.handshake_train"),
     ] {
@@ -373,6 +381,7 @@ fn settings_turn_into_the_transport_they_name() {
         max_streams: 100,
         session_send_buffer: 1 << 20,
         proactive_repair_percent: 90,
+        repair_priority: crate::RepairPriority::Bandwidth,
         handshake_train: 0,
         datagrams: false,
         datagram_deadline: Duration::from_millis(120),
@@ -383,6 +392,7 @@ fn settings_turn_into_the_transport_they_name() {
     assert_eq!(c.max_rate_bps, Some(50_000_000));
     assert_eq!(c.session_send_buffer, 1 << 20);
     assert!((c.proactive_repair - 0.9).abs() < 1e-12);
+    assert_eq!(c.repair_priority, crate::RepairPriority::Bandwidth);
     assert_eq!(TransportSettings::from_transport(&c), t);
 }
 

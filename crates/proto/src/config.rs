@@ -62,6 +62,10 @@ pub struct TransportConfig {
     /// Values above 0 buy delivery delay with bandwidth; 0.9 was built in before this
     /// setting existed. Not finite counts as 0.
     pub proactive_repair: f64,
+    /// What speculative repairs optimise when the sender falls idle: delivery delay
+    /// (the default) or bandwidth. Matters for application-limited flows, which fall idle
+    /// after every write; a bulk flow's repairs are nearly all reactive either way.
+    pub repair_priority: RepairPriority,
     /// Whether this end takes and sends datagrams (issue 27; the handshake's datagram
     /// feature bit): a session has them only if both ends do.
     pub datagrams: bool,
@@ -76,6 +80,27 @@ pub struct TransportConfig {
     /// How a session with several paths uses them (issue 29); a single-path session is
     /// the same under every policy.
     pub path_policy: PathPolicy,
+}
+
+/// What the repairs sent when a sender falls idle (tail repairs) are sized for.
+///
+/// A repair sent before the losses it covers are reported is useless whenever its flight
+/// lost fewer symbols than repairs were sent, so repairing an application-limited flow's
+/// likely losses before they are reported costs well above the erasure minimum p/(1 − p),
+/// and getting near that minimum means waiting for the loss reports (the trade, measured:
+/// docs/experiments/app-limited-frontier.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RepairPriority {
+    /// Each idle spell's flight gets its expected losses plus a two-sigma margin in tail
+    /// repairs: most holes fill without waiting for a loss report, for about 1.4–1.8 times
+    /// the erasure minimum on an application-limited flow.
+    #[default]
+    Latency,
+    /// Only flights of one or two symbols (a request, a credit update) get tail repairs;
+    /// every other loss is repaired once the receiver reports it: about the erasure
+    /// minimum, each loss delivered one to a few round trips later. For bulk jobs held
+    /// below the link's rate (a rate-limited backup, a paced upload) on costly links.
+    Bandwidth,
 }
 
 /// How a session uses its paths when it has more than one (issue 29).
@@ -114,6 +139,7 @@ impl Default for TransportConfig {
             initial_window: 32,
             handshake_train: 16,
             proactive_repair: 0.0,
+            repair_priority: RepairPriority::Latency,
             datagrams: true,
             datagram_deadline: Duration::from_millis(50),
             datagram_queue: 256,

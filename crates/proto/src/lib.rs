@@ -56,7 +56,7 @@ mod streams;
 pub mod wire;
 
 pub use cc::ControllerKind;
-pub use config::{PathPolicy, TransportConfig};
+pub use config::{PathPolicy, RepairPriority, TransportConfig};
 pub use connection::{
     BatchTransmit, Connection, ConnectionError, ConnectionStats, Event, PathError, PathInfo, Side,
     StreamApiError, Transmit,

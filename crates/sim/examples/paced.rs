@@ -3,12 +3,14 @@
 //! test: 64 KiB written every 100 ms (5.2 Mbit/s) over a 10 Mbit/s link, 5 MB, seeds
 //! `0x9ace + i`.
 //!
-//! `cargo run --release -p ctcp-sim --example paced -- [RTT_MS LOSS SEEDS BYTES]` prints
+//! `cargo run --release -p ctcp-sim --example paced -- [RTT_MS LOSS SEEDS BYTES
+//! latency|bandwidth]` (the last: `TransportConfig::repair_priority`) prints
 //! per seed the repairs per source against the erasure minimum p/(1 − p), the sender's
 //! repairs by origin (reactive, proactive, tail, margin), the receiver's repairs received
 //! and useless, the p99 extra delivery delay and the goodput.
 #![allow(clippy::print_stdout)]
 
+use ctcp_proto::{RepairPriority, TransportConfig};
 use ctcp_sim::ctcp::{run_paced_transfer, sweep_config, Pace};
 use ctcp_sim::{LinkSpec, LossModel, Seed};
 use std::time::Duration;
@@ -20,6 +22,14 @@ fn main() {
     let loss = arg(1, 0.3);
     let seeds = arg(2, 4.0) as u64;
     let total = arg(3, 5e6) as u64;
+    let priority = match args.get(4).map(String::as_str) {
+        None | Some("latency") => RepairPriority::Latency,
+        Some("bandwidth") => RepairPriority::Bandwidth,
+        Some(other) => {
+            eprintln!("repair priority {other:?}: expected latency or bandwidth");
+            std::process::exit(2);
+        }
+    };
     let link = LinkSpec::new(10_000_000, rtt).loss(LossModel::Bernoulli(loss));
     let pace = Pace {
         chunk: 64 * 1024,
@@ -39,7 +49,10 @@ fn main() {
         let seed = Seed(0x9ace + i);
         let r = match run_paced_transfer(
             &link,
-            sweep_config(),
+            TransportConfig {
+                repair_priority: priority,
+                ..sweep_config()
+            },
             total,
             Some(pace),
             seed,

@@ -2,7 +2,7 @@
 //! Thresholds are regression guards; the full grid and targets are in BENCHMARKS.md
 //! (`cargo run --release -p ctcp-benches --bin sim-sweep`).
 
-use ctcp_proto::TransportConfig;
+use ctcp_proto::{RepairPriority, TransportConfig};
 use ctcp_sim::ctcp::{
     run_exchange, run_fairness, run_fairness_phases, run_paced_transfer, run_transfer,
     sweep_config, sweep_seed, ExchangeSpec, Pace,
@@ -665,6 +665,48 @@ fn an_application_limited_sender_gets_its_rate_with_bounded_repairs() {
         mean_over <= 0.22,
         "repairs beyond the erasure minimum: {mean_over:.4} of the sources on average"
     );
+}
+
+/// Under `RepairPriority::Bandwidth` the same application-limited flow pays about the
+/// erasure minimum: no tail repairs beyond flights of one or two symbols, every loss
+/// repaired once reported, so repairs per source stay within 1.15 × `p/(1−p)` at 5, 20
+/// and 30 % loss, byte-exact. The price is delivery delay (the trade:
+/// docs/experiments/app-limited-frontier.md).
+#[test]
+fn a_bandwidth_first_application_limited_sender_pays_the_erasure_minimum() {
+    let pace = Pace {
+        chunk: 64 * 1024,
+        every: Duration::from_millis(100),
+    };
+    let config = TransportConfig {
+        repair_priority: RepairPriority::Bandwidth,
+        ..sweep_config()
+    };
+    for loss in [0.05, 0.2, 0.3] {
+        let link = LinkSpec::new(RATE, Duration::from_millis(500)).loss(LossModel::Bernoulli(loss));
+        for i in 0..2u64 {
+            let seed = Seed(Seed::from_env_or(0x9ace).0.wrapping_add(i));
+            let r = run_paced_transfer(
+                &link,
+                config.clone(),
+                5_000_000,
+                Some(pace),
+                seed,
+                Duration::from_secs(120),
+            )
+            .unwrap();
+            let s = r.sender_stats.as_ref().expect("the sender's statistics");
+            let minimum = loss / (1.0 - loss);
+            assert!(r.bytes_ok, "{loss} seed {seed:?}: not byte-exact");
+            assert!(
+                r.repair_overhead <= 1.15 * minimum,
+                "{loss} seed {seed:?}: repair/source {:.4} against the minimum {minimum:.4} \
+                 (by origin {:?})",
+                r.repair_overhead,
+                s.repair_origin
+            );
+        }
+    }
 }
 
 /// An application-limited sender falls idle after every write; on a clean link its idle

@@ -178,12 +178,13 @@ impl Connection {
         let samples = self.tail_loss_samples(i);
         let (_, delay) = self.loss_thresholds(i);
         let (sent, last_received) = (&self.paths.get(i).sent, self.recv.last_received);
+        let priority = self.config.repair_priority;
         let plan = self.repair.tail_repair(unacked, || {
             let p = samples.loss();
             if p <= 0.0 {
                 return 0;
             }
-            tail_budget(p, &sent.tail_census(now, delay, last_received))
+            tail_budget(p, &sent.tail_census(now, delay, last_received), priority)
         })?;
         Some(self.send_repair(now, buf, i, plan))
     }

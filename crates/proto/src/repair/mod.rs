@@ -20,6 +20,7 @@ use self::debt::RepairDebt;
 use self::redundancy::RedundancyPolicy;
 pub(crate) use self::redundancy::MAX_BLOCK;
 pub(crate) use self::tail::TailLossSamples;
+use crate::config::RepairPriority;
 use crate::estimate::loss::GilbertParams;
 use crate::sent::{InFlightAfter, SentKind, TailCensus};
 use ctcp_rlnc::SymbolId;
@@ -566,8 +567,8 @@ impl RepairScheduler {
     }
 }
 
-/// Tail repairs for the flight `census` describes at loss rate `p` (see
+/// Tail repairs for the flight `census` describes at loss rate `p` under `priority` (see
 /// [`tail::budget`] for the rule).
-pub(crate) fn tail_budget(p: f64, census: &TailCensus) -> u32 {
-    tail::budget(p, census)
+pub(crate) fn tail_budget(p: f64, census: &TailCensus, priority: RepairPriority) -> u32 {
+    tail::budget(p, census, priority)
 }

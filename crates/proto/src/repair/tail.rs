@@ -1,6 +1,7 @@
 //! Tail repairs: how many repairs cover a flight when the sender falls idle, so its
 //! likely losses are repaired now rather than a round trip later.
 
+use crate::config::RepairPriority;
 use crate::sent::TailCensus;
 
 /// Chance a tiny flight may fail to decode despite its tail repairs (see
@@ -81,11 +82,17 @@ impl TailLossSamples {
 /// them as in flight left a receiver's new credit update without a tail repair while an
 /// old lost one sat there, holding the peer on its credit limit (evidence:
 /// docs/experiments/code-evidence.md#tail-budget-overdue).
-pub(super) fn budget(p: f64, c: &TailCensus) -> u32 {
+///
+/// Under [`RepairPriority::Bandwidth`] only a flight of one or two symbols gets a budget:
+/// its loss would otherwise wait for a probe, since nothing follows it to reveal the hole.
+pub(super) fn budget(p: f64, c: &TailCensus, priority: RepairPriority) -> u32 {
     if p <= 0.0 {
         return 0;
     }
     let sources = c.fresh + c.overdue;
+    if priority == RepairPriority::Bandwidth && sources > 2 {
+        return 0;
+    }
     // Repairs already in flight count against the flight's need, but in a flight of a
     // few symbols those sent after the last of them get their own: otherwise a request
     // written just after its stream's OPEN had gone out with its tail repairs went

@@ -4,6 +4,7 @@
 use super::tail::tiny_flight_repairs;
 use super::*;
 use crate::estimate::loss::LossEstimator;
+use RepairPriority::Latency;
 
 #[allow(clippy::disallowed_methods)] // a fixed base instant for the tests
 fn base() -> Instant {
@@ -152,8 +153,9 @@ fn a_loss_free_estimate_sends_no_tail_repairs() {
         uncovered: 10,
         ..TailCensus::default()
     };
-    assert_eq!(tail_budget(0.0, &census), 0);
-    let plan = t.s.tail_repair(t.unacked(), || tail_budget(0.0, &census));
+    assert_eq!(tail_budget(0.0, &census, Latency), 0);
+    let plan =
+        t.s.tail_repair(t.unacked(), || tail_budget(0.0, &census, Latency));
     assert_eq!(plan, None, "an idle sender on a clean path sends nothing");
     // At 0.05 % loss a flight of four arrives whole 99.8 % of the time: no repair either.
     let four = TailCensus {
@@ -161,7 +163,7 @@ fn a_loss_free_estimate_sends_no_tail_repairs() {
         uncovered: 4,
         ..TailCensus::default()
     };
-    assert_eq!(tail_budget(0.0005, &four), 0);
+    assert_eq!(tail_budget(0.0005, &four, Latency), 0);
 }
 
 #[test]
@@ -477,8 +479,8 @@ fn an_application_limited_sender_gets_tail_repairs_sized_to_its_flight() {
         ..TailCensus::default()
     };
     // One symbol written, then idle: enough repairs for a 99 % decode.
-    assert_eq!(tail_budget(0.05, &one), 1);
-    assert_eq!(tail_budget(0.3, &one), 3);
+    assert_eq!(tail_budget(0.05, &one, Latency), 1);
+    assert_eq!(tail_budget(0.3, &one, Latency), 3);
     // A bulk flight: λ + 2√λ over 1 − p, minus speculative repairs already out.
     let bulk = TailCensus {
         fresh: 100,
@@ -486,14 +488,14 @@ fn an_application_limited_sender_gets_tail_repairs_sized_to_its_flight() {
         ..TailCensus::default()
     };
     // λ = 10: ⌈(10 + 6.32) / 0.9⌉ = 19, less the 4 in flight.
-    assert_eq!(tail_budget(0.1, &bulk), 15);
+    assert_eq!(tail_budget(0.1, &bulk, Latency), 15);
     // Losses past the loss-detection delay count whole.
     let overdue = TailCensus {
         fresh: 100,
         overdue: 5,
         ..TailCensus::default()
     };
-    assert!(tail_budget(0.1, &overdue) > tail_budget(0.1, &bulk) + 4);
+    assert!(tail_budget(0.1, &overdue, Latency) > tail_budget(0.1, &bulk, Latency) + 4);
 
     // The idle spell spends its budget once: sized at the first idle poll, one per poll.
     for chunk in 0..3 {
@@ -502,7 +504,7 @@ fn an_application_limited_sender_gets_tail_repairs_sized_to_its_flight() {
         let mut tail = Vec::new();
         while let Some(p) = t.s.tail_repair(t.unacked(), || {
             sized += 1;
-            tail_budget(0.3, &one)
+            tail_budget(0.3, &one, Latency)
         }) {
             tail.push(p);
         }
@@ -516,6 +518,34 @@ fn an_application_limited_sender_gets_tail_repairs_sized_to_its_flight() {
             .all(|p| p.origin == RepairOrigin::Tail && p.end == t.next));
         t.now += ms(100);
         t.ack(t.next, 0, nothing(), true);
+    }
+}
+
+#[test]
+fn bandwidth_priority_leaves_tail_repairs_to_flights_of_one_or_two_symbols() {
+    use RepairPriority::Bandwidth;
+    let flight = |fresh| TailCensus {
+        fresh,
+        uncovered: fresh,
+        ..TailCensus::default()
+    };
+    // A request or a credit update alone: nothing after it would reveal its loss.
+    for p in [0.05, 0.3] {
+        for n in [1, 2] {
+            assert_eq!(
+                tail_budget(p, &flight(n), Bandwidth),
+                tail_budget(p, &flight(n), Latency),
+                "{n} symbols at {p}"
+            );
+            assert!(tail_budget(p, &flight(n), Bandwidth) > 0);
+        }
+    }
+    // Anything larger waits for the loss reports, at every loss rate.
+    for n in [3, 8, 47, 500] {
+        for p in [0.01, 0.05, 0.3, 0.5] {
+            assert!(tail_budget(p, &flight(n), Latency) > 0, "{n} at {p}");
+            assert_eq!(tail_budget(p, &flight(n), Bandwidth), 0, "{n} at {p}");
+        }
     }
 }
 
