@@ -4,18 +4,22 @@
 //! and trickling data for that long, sampling each proxy's RSS and open file descriptors
 //! every 10 s. Every transfer is SHA-256 checked.
 //!
-//! The concurrent streams carry `STREAM_KIB` KiB each (default 64). All of them are
-//! opened first (SOCKS handshake and the tunnel's open), then start writing at once: the
-//! aggregate rate is that data phase's, against the bulk stream's rate (issue 26: within
-//! 10 % of one stream).
+//! The concurrent streams carry `STREAM_KIB` KiB each (default 1024). All of them are
+//! opened first (SOCKS handshake and the tunnel's open), then start writing at once. Two
+//! aggregate rates, each against the bulk stream's (issue 26: within 10 % of one stream):
+//! "all moving", the bytes the sink received from the gate's opening until the first
+//! stream finished (every stream open and sending), and "whole", the data phase until the
+//! last stream finished. The time from the first stream's end to the last's shows how
+//! evenly the session served them.
 //! `cargo build --release -p ctcp-forward -p ctcp-reverse && \
 //!  cargo run --release -p ctcp-benches --bin proxy-bench [-- MB STREAMS [SOAK_SECS]]`
 
 use anyhow::{bail, Context};
-use ctcp_benches::{checksum_sink, fill_block, socks_connect};
+use ctcp_benches::{counting_sink, fill_block, socks_connect};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
@@ -61,40 +65,46 @@ async fn push(
     bytes: u64,
     seed: u64,
 ) -> anyhow::Result<[u8; 32]> {
-    push_gated(socks, sink, bytes, seed, None).await
+    let (p, digest) = pattern(bytes as usize, seed, 1);
+    push_pattern(socks, sink, p, 1, None).await?;
+    Ok(digest)
 }
 
 /// Connects through the SOCKS port; with a gate, reports the connection as open and
-/// waits for the gate to open before writing.
-async fn push_gated(
+/// waits for the gate to open before writing; then writes `pattern` `repeat` times and
+/// closes. The pattern and its digest are made before the clock starts, so the timed
+/// part costs the load generator only the writes.
+async fn push_pattern(
     socks: std::net::SocketAddr,
     sink: std::net::SocketAddr,
-    bytes: u64,
-    seed: u64,
+    pattern: std::sync::Arc<Vec<u8>>,
+    repeat: u64,
     gate: Option<(
         tokio::sync::mpsc::Sender<()>,
         tokio::sync::watch::Receiver<bool>,
     )>,
-) -> anyhow::Result<[u8; 32]> {
+) -> anyhow::Result<()> {
     let mut c = socks_connect(socks, sink).await?;
     if let Some((opened, mut go)) = gate {
         opened.send(()).await?;
         go.wait_for(|g| *g).await?;
     }
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 256 << 10];
-    let mut done = 0;
-    let mut i = seed << 32;
-    while done < bytes {
-        let n = ((bytes - done) as usize).min(buf.len());
-        fill_block(i, &mut buf[..n]);
-        h.update(&buf[..n]);
-        c.write_all(&buf[..n]).await?;
-        done += n as u64;
-        i += 1;
+    for _ in 0..repeat {
+        c.write_all(&pattern).await?;
     }
     c.shutdown().await?;
-    Ok(h.finalize().into())
+    Ok(())
+}
+
+/// `len` pattern bytes and the SHA-256 of the pattern repeated `repeat` times.
+fn pattern(len: usize, seed: u64, repeat: u64) -> (std::sync::Arc<Vec<u8>>, [u8; 32]) {
+    let mut p = vec![0u8; len];
+    fill_block(seed, &mut p);
+    let mut h = Sha256::new();
+    for _ in 0..repeat {
+        h.update(&p);
+    }
+    (std::sync::Arc::new(p), h.finalize().into())
 }
 
 /// (RSS kB now, open file descriptors) of a process.
@@ -233,7 +243,7 @@ async fn main() -> anyhow::Result<()> {
             .stderr(quiet())
             .spawn()?,
     );
-    let (sink, mut results) = checksum_sink().await?;
+    let (sink, mut results, progress) = counting_sink().await?;
     // Wait until the SOCKS port answers and the tunnel carries a stream.
     let deadline = ctcp_runtime::clock::now() + Duration::from_secs(10);
     loop {
@@ -252,10 +262,11 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let total = mb * 1_048_576;
+    let (block, sent) = pattern(1 << 20, 1, mb);
     let (f0, _) = usage(fwd.0.id())?;
     let (r0, _) = usage(rev.0.id())?;
     let t = ctcp_runtime::clock::now();
-    let sent = push(tcp, sink, total, 1).await?;
+    push_pattern(tcp, sink, block, mb, None).await?;
     let (n, got) = results.recv().await.context("sink")?;
     let secs = t.elapsed().as_secs_f64();
     if n != total || got != sent {
@@ -272,15 +283,19 @@ async fn main() -> anyhow::Result<()> {
     );
 
     // Many concurrent streams, all opened first, then written at once.
-    let kib: u64 = std::env::var("STREAM_KIB").map_or(Ok(64), |s| s.parse())?;
+    let kib: u64 = std::env::var("STREAM_KIB").map_or(Ok(1024), |s| s.parse())?;
     let per = kib * 1024;
+    // Every stream carries the same bytes: one digest to check them all against.
+    let (block, digest) = pattern(per as usize, 2, 1);
+    let (f0, _) = usage(fwd.0.id())?;
+    let (r0, _) = usage(rev.0.id())?;
     let t = ctcp_runtime::clock::now();
     let (opened_tx, mut opened) = tokio::sync::mpsc::channel(streams.max(1));
     let (go, gate) = tokio::sync::watch::channel(false);
     let mut tasks = Vec::with_capacity(streams);
-    for s in 0..streams {
+    for _ in 0..streams {
         let g = Some((opened_tx.clone(), gate.clone()));
-        tasks.push(tokio::spawn(push_gated(tcp, sink, per, 1000 + s as u64, g)));
+        tasks.push(tokio::spawn(push_pattern(tcp, sink, block.clone(), 1, g)));
     }
     drop(opened_tx);
     for _ in 0..streams {
@@ -290,35 +305,52 @@ async fn main() -> anyhow::Result<()> {
     }
     let open_secs = t.elapsed().as_secs_f64();
     let t = ctcp_runtime::clock::now();
+    let (bytes0, done0) = (
+        progress.bytes.load(Ordering::Relaxed),
+        progress.finished.load(Ordering::Relaxed),
+    );
+    // Samples the sink until the first stream ends: (seconds, bytes) while all moved.
+    let watch = progress.clone();
+    // ... and then when half of them have.
+    let half = streams as u64 / 2;
+    let all_moving = tokio::spawn(async move {
+        let finished = || watch.finished.load(Ordering::Relaxed) - done0;
+        while finished() == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let bytes = watch.bytes.load(Ordering::Relaxed) - bytes0;
+        let first = t.elapsed().as_secs_f64();
+        while finished() < half.max(1) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        (first, bytes, t.elapsed().as_secs_f64())
+    });
     go.send_replace(true);
-    let mut want = std::collections::HashMap::new();
     for task in tasks {
-        let d = task.await??;
-        *want.entry(d).or_insert(0) += 1;
+        task.await??;
     }
     for _ in 0..streams {
         let (n, d) = tokio::time::timeout(Duration::from_secs(60), results.recv())
             .await?
             .context("sink")?;
-        if n != per
-            || want
-                .get_mut(&d)
-                .map(|c| {
-                    *c -= 1;
-                    *c
-                })
-                .is_none()
-        {
+        if n != per || d != digest {
             bail!("stream corrupted");
         }
     }
     let data_secs = t.elapsed().as_secs_f64();
-    let (_, frss) = usage(fwd.0.id())?;
-    let (_, rrss) = usage(rev.0.id())?;
+    let (first_secs, first_bytes, half_secs) = all_moving.await?;
+    let (f1, frss) = usage(fwd.0.id())?;
+    let (r1, rrss) = usage(rev.0.id())?;
+    // CPU per 100 MiB over the open and data phases together.
+    let cpu = (f1 - f0 + r1 - r0) * 100.0 * 1_048_576.0 / (per * streams as u64) as f64;
+    let bulk = total as f64 / secs / 1e6;
     let aggregate = (per * streams as u64) as f64 / data_secs / 1e6;
+    let moving = first_bytes as f64 / first_secs / 1e6;
     println!(
-        "{streams} concurrent streams x {kib} KiB: opened in {open_secs:.2} s, data in {data_secs:.2} s = {aggregate:.1} MB/s aggregate ({:.2} x the bulk stream), all SHA-256 ok; peak RSS forward {} MB, reverse {} MB",
-        aggregate / (total as f64 / secs / 1e6),
+        "{streams} concurrent streams x {kib} KiB: opened in {open_secs:.2} s; all moving {first_secs:.2} s, {:.0} % of the bytes, {moving:.1} MB/s aggregate ({:.2} x the bulk stream); whole {data_secs:.2} s = {aggregate:.1} MB/s ({:.2} x); streams done at first {first_secs:.2} s, half {half_secs:.2} s, last {data_secs:.2} s; CPU per 100 MiB, both proxies, {cpu:.2} s; all SHA-256 ok; peak RSS forward {} MB, reverse {} MB",
+        first_bytes as f64 * 100.0 / (per * streams as u64) as f64,
+        moving / bulk,
+        aggregate / bulk,
         frss / 1024,
         rrss / 1024
     );
