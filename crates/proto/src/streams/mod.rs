@@ -113,6 +113,8 @@ pub(crate) struct Streams {
     /// Streams whose last write the session budget cut short, woken in order once the
     /// budget has room again (`Stream::budget_waiting`).
     budget_waiters: VecDeque<StreamId>,
+    /// Bytes the stream at the front of `ready` has sent in its current turn.
+    turn_sent: usize,
     peer_max_data: u64,
     data_sent: u64,
     local_max_data: u64,
@@ -143,6 +145,7 @@ impl Streams {
             control: VecDeque::new(),
             ready: VecDeque::new(),
             budget_waiters: VecDeque::new(),
+            turn_sent: 0,
             peer_max_data: config.session_window,
             data_sent: 0,
             local_max_data: config.session_window,

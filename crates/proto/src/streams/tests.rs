@@ -2,6 +2,7 @@
 //! starves, the bookkeeping that keeps a packet's cost to the streams it carries stays
 //! exact, and the frames carry each stream's bytes in order.
 
+use super::turns::TURN_BYTES;
 use super::*;
 use crate::connection::Side;
 use crate::frame::Frames;
@@ -81,30 +82,44 @@ fn data(id: StreamId, from: u64, len: usize) -> Vec<u8> {
 }
 
 #[test]
-fn streams_with_data_take_turns_one_frame_each() {
+fn streams_with_data_take_turns_of_turn_bytes_each() {
     let config = TransportConfig::default();
     let (mut st, ids) = with_streams(&config, 50);
     for &id in &ids {
-        assert_eq!(st.write(id, &data(id, 0, 10_000), &config), Ok(10_000));
+        assert_eq!(st.write(id, &data(id, 0, 20_000), &config), Ok(20_000));
     }
     let (mut events, mut got) = (VecDeque::new(), Vec::new());
-    for _ in 0..500 {
-        symbol(&mut st, &config, CAP, &mut events, &mut got);
+    while symbol(&mut st, &config, CAP, &mut events, &mut got) {
         check(&st);
-        // Round robin: no stream is more than one symbol's worth ahead of another.
+        // Round robin: no stream is more than one turn ahead of another.
         let sent: Vec<u64> = ids.iter().map(|id| st.map[id].send.offset).collect();
         let (lo, hi) = (sent.iter().min().unwrap(), sent.iter().max().unwrap());
-        // (Frames differ by a byte or two of header: ids and offsets are varints.)
-        assert!(hi - lo <= CAP as u64 + 16, "spread {lo}..{hi}");
+        assert!(hi - lo <= (TURN_BYTES + CAP) as u64, "spread {lo}..{hi}");
     }
-    // 500 symbols of ~1,390 bytes over 50 streams: ten turns each, in order.
-    let order: Vec<StreamId> = got.iter().map(|(id, ..)| *id).collect();
+    // Runs of frames, one per turn: (stream, bytes).
+    let mut runs: Vec<(StreamId, usize)> = Vec::new();
+    for (id, _, d) in &got {
+        match runs.last_mut() {
+            Some((last, n)) if last == id => *n += d.len(),
+            _ => runs.push((*id, d.len())),
+        }
+    }
+    let order: Vec<StreamId> = runs.iter().map(|(id, _)| *id).collect();
     assert_eq!(
         &order[..50],
         &ids[..],
         "first round in the order they became ready"
     );
     assert_eq!(&order[50..100], &ids[..]);
+    // A turn is TURN_BYTES in whole frames; only a stream's last turn may be shorter.
+    for (i, &(id, n)) in runs.iter().enumerate() {
+        let last = runs[i + 1..].iter().all(|(other, _)| *other != id);
+        assert!(
+            n < TURN_BYTES + CAP && (n >= TURN_BYTES || last),
+            "{id}: {n}"
+        );
+    }
+    assert_eq!(got.iter().map(|g| g.2.len()).sum::<usize>(), 50 * 20_000);
 }
 
 #[test]
@@ -146,8 +161,8 @@ fn many_streams_share_the_budget_and_blocked_writers_wake_when_half_drained() {
     check(&st);
     let (mut events, mut got) = (VecDeque::new(), Vec::new());
     let mut woken = std::collections::HashSet::new();
-    // Each stream drains one frame per 1,000 symbols; half its share is about six frames.
-    for _ in 0..7 * 1_000 {
+    // Each stream drains in about 12 frames, over two turns.
+    for _ in 0..13 * 1_000 {
         symbol(&mut st, &config, CAP, &mut events, &mut got);
         for e in events.drain(..) {
             if let Event::StreamWritable(id) = e {

@@ -2,6 +2,11 @@
 //! and each stream's share of the session's send budget.
 
 use super::{Streams, MIN_STREAM_SHARE};
+
+/// The bytes a stream sends per turn (whole frames, so up to a symbol more): a run of
+/// symbols for one stream lets the receiver deliver them to its reader in one wake-up
+/// and one write, where a turn per symbol costs both per symbol per stream.
+pub(super) const TURN_BYTES: usize = 8 << 10;
 use crate::config::TransportConfig;
 use crate::connection::Event;
 use crate::frame::{self, StreamId};
@@ -35,8 +40,8 @@ impl Streams {
         }
     }
 
-    /// Appends stream data, taking turns over the ready queue: each stream at the front
-    /// sends one frame, then goes to the back if it has more. The frame that ends the
+    /// Appends stream data, taking turns over the ready queue: the stream at the front
+    /// sends up to [`TURN_BYTES`], then goes to the back if it has more. The frame that ends the
     /// payload goes without its length: each frame is sized against that shorter header,
     /// so a symbol fills exactly, and one left without room for its length ends the
     /// payload (its stream stays at the front and starts the next one). A frame that had
@@ -63,11 +68,13 @@ impl Streams {
             let session_credit = self.peer_max_data.saturating_sub(self.data_sent) as usize;
             let Some(s) = self.map.get_mut(&id) else {
                 self.ready.pop_front();
+                self.turn_sent = 0;
                 continue;
             };
             if !s.send.has_frame() {
                 s.queued = false;
                 self.ready.pop_front();
+                self.turn_sent = 0;
                 continue;
             }
             let header = frame::stream_last_header_len(id, s.send.offset);
@@ -78,6 +85,7 @@ impl Streams {
             if max == 0 && !(s.send.fin_requested && s.send.buffered() == 0) {
                 // Out of session credit: its turn passes, its place in the queue holds.
                 self.ready.rotate_left(1);
+                self.turn_sent = 0;
                 continue;
             }
             let (offset, n, fin) = s.send.peek_frame(max);
@@ -99,11 +107,14 @@ impl Streams {
                     events.push_back(Event::StreamWritable(id));
                 }
             }
-            self.ready.pop_front();
-            if s.send.has_frame() {
-                self.ready.push_back(id);
-            } else {
+            self.turn_sent += n;
+            if !s.send.has_frame() {
                 s.queued = false;
+                self.ready.pop_front();
+                self.turn_sent = 0;
+            } else if self.turn_sent >= TURN_BYTES {
+                self.ready.rotate_left(1);
+                self.turn_sent = 0;
             }
             self.maybe_forget(id);
             if ends_payload {
