@@ -449,15 +449,16 @@ async fn main() -> anyhow::Result<()> {
         let cpu =
             |pids: &[u32]| -> anyhow::Result<f64> { pids.iter().map(|&p| Ok(usage(p)?.0)).sum() };
         let fpids: Vec<u32> = fwds.iter().map(|f| f.0.id()).collect();
-        let (f0, r0) = (cpu(&fpids)?, usage(rev.0.id())?.0);
+        let me = std::process::id();
+        let (f0, r0, g0) = (cpu(&fpids)?, usage(rev.0.id())?.0, usage(me)?.0);
         let p = run_gated(&tcps, sink, &block, mb, digest, &mut results, &progress).await?;
-        let (f1, r1) = (cpu(&fpids)?, usage(rev.0.id())?.0);
+        let (f1, r1, g1) = (cpu(&fpids)?, usage(rev.0.id())?.0, usage(me)?.0);
         let all = total * sessions as u64;
         let per100 = |c: f64| c * 100.0 * 1_048_576.0 / all as f64;
         let aggregate = all as f64 / p.data_secs / 1e6;
         let moving = p.first_bytes as f64 / p.first_secs / 1e6;
         println!(
-            "{sessions} sessions (forward processes) x {mb} MiB into one reverse (workers {}): all moving {:.2} s, {moving:.1} MB/s aggregate ({:.2} x the one session); whole {:.2} s = {aggregate:.1} MB/s ({:.2} x); sessions done at first {:.2} s, half {:.2} s, last {:.2} s; CPU per 100 MiB: forwards {:.2} s, reverse {:.2} s, all {:.2} s; reverse busy {:.2} cores over the whole; all SHA-256 ok",
+            "{sessions} sessions (forward processes) x {mb} MiB into one reverse (workers {}): all moving {:.2} s, {moving:.1} MB/s aggregate ({:.2} x the one session); whole {:.2} s = {aggregate:.1} MB/s ({:.2} x); sessions done at first {:.2} s, half {:.2} s, last {:.2} s; CPU per 100 MiB: forwards {:.2} s, reverse {:.2} s, both {:.2} s, this load generator {:.2} s; cores busy over the whole: reverse {:.2}, all {:.2}; all SHA-256 ok",
             workers.as_deref().unwrap_or("default"),
             p.first_secs,
             moving / bulk,
@@ -469,7 +470,9 @@ async fn main() -> anyhow::Result<()> {
             per100(f1 - f0),
             per100(r1 - r0),
             per100(f1 - f0 + r1 - r0),
-            (r1 - r0) / p.data_secs
+            per100(g1 - g0),
+            (r1 - r0) / p.data_secs,
+            (f1 - f0 + r1 - r0 + g1 - g0) / p.data_secs
         );
     }
     if soak_secs > 0 {
