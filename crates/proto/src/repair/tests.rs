@@ -78,7 +78,7 @@ impl Sender {
         }
         let empty = self.first == self.next;
         self.s
-            .watch_in_order_point(self.now, moved.is_some(), empty, self.delay);
+            .watch_in_order_point(self.now, moved.is_some(), empty, self.delay, false);
         self.s.on_ack(&AckSummary {
             deficit,
             highest_seen: self.next,
@@ -87,6 +87,7 @@ impl Sender {
             quiet,
             p: self.p,
             unacked: self.unacked(),
+            multipath: false,
         });
     }
 
@@ -567,6 +568,7 @@ fn a_tail_short_of_what_the_peer_lacks_is_owed_the_rest() {
         quiet: false,
         p: 0.0,
         unacked: t.unacked(),
+        multipath: false,
     });
     assert_eq!(
         t.s.debt_len(),
