@@ -79,7 +79,7 @@ impl Sender {
         }
         let empty = self.first == self.next;
         self.s
-            .watch_in_order_point(self.now, moved.is_some(), empty, self.delay);
+            .watch_in_order_point(self.now, moved.is_some(), empty, self.delay, false);
         self.s.on_ack(&AckSummary {
             deficit,
             highest_seen: self.next,
@@ -88,6 +88,7 @@ impl Sender {
             quiet,
             p: self.p,
             unacked: self.unacked(),
+            multipath: false,
         });
     }
 
@@ -597,6 +598,7 @@ fn a_tail_short_of_what_the_peer_lacks_is_owed_the_rest() {
         quiet: false,
         p: 0.0,
         unacked: t.unacked(),
+        multipath: false,
     });
     assert_eq!(
         t.s.debt_len(),
