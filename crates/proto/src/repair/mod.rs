@@ -19,10 +19,9 @@ mod tests;
 use self::debt::RepairDebt;
 use self::redundancy::RedundancyPolicy;
 pub(crate) use self::redundancy::MAX_BLOCK;
-pub(crate) use self::tail::TailLossSamples;
-use crate::config::RepairPriority;
+pub(crate) use self::tail::{budget as tail_budget, TailLossSamples};
 use crate::estimate::loss::GilbertParams;
-use crate::sent::{InFlightAfter, SentKind, TailCensus};
+use crate::sent::{InFlightAfter, SentKind};
 use ctcp_rlnc::SymbolId;
 use std::time::{Duration, Instant};
 
@@ -592,10 +591,4 @@ impl RepairScheduler {
         // Bound the credit so a long idle period does not bank a burst of repairs.
         self.credit = self.credit.min(MAX_CREDIT);
     }
-}
-
-/// Tail repairs for the flight `census` describes at loss rate `p` under `priority` (see
-/// [`tail::budget`] for the rule).
-pub(crate) fn tail_budget(p: f64, census: &TailCensus, priority: RepairPriority) -> u32 {
-    tail::budget(p, census, priority)
 }

@@ -3,7 +3,9 @@
 
 use super::tail::tiny_flight_repairs;
 use super::*;
+use crate::config::RepairPriority;
 use crate::estimate::loss::LossEstimator;
+use crate::sent::TailCensus;
 use RepairPriority::Latency;
 
 #[allow(clippy::disallowed_methods)] // a fixed base instant for the tests
