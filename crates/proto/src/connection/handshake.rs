@@ -26,6 +26,11 @@ pub(super) struct Handshake {
     /// ACCEPTs to send, one per INITIATE copy received (server; at most
     /// [`MAX_PENDING_ACCEPTS`]).
     pub(super) accept_pending: VecDeque<Vec<u8>>,
+    /// The train's ACCEPTs after the first (server), held until the train has passed
+    /// ([`Arrivals::release_deadline`]) and then sent back to back: an ACCEPT sent as its
+    /// copy arrived would be spaced by the uplink, and a downlink faster than the uplink
+    /// would read as the uplink's rate.
+    pub(super) accept_held: VecDeque<Vec<u8>>,
     /// The handshake randoms (the server's is zero on the client until an ACCEPT).
     pub(super) client_random: [u8; RANDOM_LEN],
     pub(super) server_random: [u8; RANDOM_LEN],
@@ -57,6 +62,9 @@ pub(super) struct TrainProbe {
     accept_len: usize,
     /// The server's arrival report with the most copies so far.
     report: handshake_train::Report,
+    /// The train ACCEPTs after the first to arrive: the burst the server sends once the
+    /// train has passed it, spaced by the downlink alone.
+    burst: Arrivals,
     /// Shortest INITIATE → ACCEPT time of a train copy.
     rtt: Option<Duration>,
     /// The measurement ends at this time (reset by each train ACCEPT).
@@ -72,6 +80,7 @@ impl Handshake {
             len: 0,
             accept_len: 0,
             report: handshake_train::Report::default(),
+            burst: Arrivals::default(),
             rtt: None,
             deadline: None,
         });
@@ -82,6 +91,7 @@ impl Handshake {
     pub(super) fn server(client_random: [u8; RANDOM_LEN], server_random: [u8; RANDOM_LEN]) -> Self {
         Handshake {
             accept_pending: VecDeque::new(),
+            accept_held: VecDeque::new(),
             client_random,
             server_random,
             arrivals: Arrivals::default(),
@@ -96,6 +106,21 @@ impl Handshake {
     /// When the train measurement ends, if one runs.
     pub(super) fn probe_deadline(&self) -> Option<Instant> {
         self.probe.as_ref().and_then(|p| p.deadline)
+    }
+
+    /// When the held train ACCEPTs go out, if any are held (server).
+    pub(super) fn release_deadline(&self) -> Option<Instant> {
+        if self.accept_held.is_empty() {
+            return None;
+        }
+        self.arrivals.release_deadline()
+    }
+
+    /// Sends the held train ACCEPTs if the train has passed by `now` (server).
+    pub(super) fn release_held(&mut self, now: Instant) {
+        if self.release_deadline().is_some_and(|d| now >= d) {
+            self.accept_pending.append(&mut self.accept_held);
+        }
     }
 }
 
@@ -234,6 +259,10 @@ impl Connection {
             return;
         }
         p.accept_len = p.accept_len.max(accept.len);
+        let first = self.hs.arrivals.count() == 1;
+        if !first {
+            p.burst.record(accept.train, now);
+        }
         if let Some(&sent) = p.sent.get(usize::from(accept.train) - 1) {
             // Each ACCEPT answers its own copy: the round trip of that copy.
             let sample = now.saturating_duration_since(sent);
@@ -246,7 +275,12 @@ impl Connection {
             }
             p.rtt = Some(p.rtt.map_or(sample, |r| r.min(sample)));
         }
-        p.deadline = self.hs.arrivals.quiet_deadline();
+        p.deadline = if first {
+            let wait = p.rtt.map_or(Duration::ZERO, |r| r * 2);
+            Some(now + handshake_train::BURST_WAIT.max(wait))
+        } else {
+            p.burst.quiet_deadline()
+        };
         if self.hs.arrivals.count()
             >= u32::from(handshake_train::train_len(self.config.handshake_train))
         {
@@ -276,17 +310,15 @@ impl Connection {
             let path = self.paths.get_mut(0);
             path.cc.on_path_estimate(now, pps, exact, &path.rtt);
         }
-        let back = handshake_train::rate(self.hs.arrivals.report())
+        let back = handshake_train::rate(p.burst.report())
             .map(|(pps, exact)| (pps * p.accept_len as f64, exact));
         if let (Some((bytes_per_s, exact)), Some(rtt)) = (back, p.rtt) {
-            // The ACCEPTs left as the INITIATEs arrived, so their spacing shows the slower
-            // of the two directions. Sent as exact all the same: marking it a lower bound
-            // unless clearly below the rate up (an asymmetric link's fast downlink reads as
-            // its uplink) let the server's slow start double past the BDP on symmetric
-            // links, which overflowed the queue (evidence:
-            // docs/experiments/code-evidence.md#path-rate-exact). On a link much faster
-            // back than up, the server's slow start grows by a quarter per round above the
-            // uplink's BDP.
+            // The server sent the ACCEPTs after the first back to back once the train had
+            // passed it, so their spacing is the downlink's alone, also where the downlink
+            // is faster than the uplink (an ACCEPT sent as its copy arrived was spaced by
+            // the slower of the two, and a satellite's return link capped the server's
+            // first window at the uplink's BDP: docs/experiments/jitter.md, "Asymmetric
+            // 600 ms").
             tracing::debug!(
                 conn = self.conn_id,
                 up_bytes_per_s = up.map(|(u, _)| u),
@@ -322,6 +354,7 @@ impl Connection {
         if report.seen > 0 {
             self.hs.loss_in = Some((report.seen, self.hs.arrivals.highest()));
         }
+        let held = init.train > 0 && self.hs.accepts_queued > 1;
         let mut accept = Accept {
             conn_id: self.conn_id,
             server_random: self.hs.server_random,
@@ -338,10 +371,14 @@ impl Connection {
             mac: [0; wire::MAC_LEN],
         };
         self.psk.sign_accept(&mut accept, &self.hs.client_random);
-        if self.hs.accept_pending.len() < MAX_PENDING_ACCEPTS {
+        if self.hs.accept_pending.len() + self.hs.accept_held.len() < MAX_PENDING_ACCEPTS {
             let mut bytes = Vec::with_capacity(accept.len);
             accept.emit(&mut bytes);
-            self.hs.accept_pending.push_back(bytes);
+            if held {
+                self.hs.accept_held.push_back(bytes);
+            } else {
+                self.hs.accept_pending.push_back(bytes);
+            }
         }
     }
 
