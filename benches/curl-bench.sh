@@ -5,11 +5,14 @@
 #   cargo build --release --locked -p ctcp-forward -p ctcp-reverse && benches/curl-bench.sh [MB]
 # RELAYS=N puts N relays (`ctcp-reverse --next-hop`) between them: forward → relay → … →
 # reverse, one segment more per relay (each its own session; the same key on all of them).
+# DIRECT=1 also fetches the file straight from the origin (loopback TCP, no proxies) in the
+# same run and prints that rate and the tunnel's share of it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MB=${1:-100}
 RELAYS=${RELAYS:-0}
 BIN=${BIN:-target/release}  # BIN=dir compares another build
+DIRECT=${DIRECT:-0}
 dir=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$dir"; }
@@ -46,3 +49,7 @@ awk -v r="$rate" -v mb="$MB" -v f="$((f1 - f0))" -v v="$((r1 - r0))" -v m="$((m1
   relays = n > 0 ? sprintf(", %d relays %.2f s", n, m * per) : "";
   printf "curl --socks5-hostname: %d MB in %.2f s = %.1f MB/s; CPU per 100 MiB: forward %.2f s, reverse %.2f s%s, all %.2f s; SHA-256 ok\n",
     mb, mb * 1e6 / r, r / 1e6, f * per, v * per, relays, (f + v + m) * per }'
+if [ "$DIRECT" = 1 ]; then
+  direct=$(curl -sf -o /dev/null -w '%{speed_download}' "$url")
+  awk -v r="$rate" -v d="$direct" 'BEGIN { printf "direct loopback TCP: %.1f MB/s; tunnel / direct = %.2f\n", d / 1e6, r / d }'
+fi

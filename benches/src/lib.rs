@@ -7,6 +7,8 @@ pub mod rlnc_case;
 use sha2::{Digest, Sha256};
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -62,12 +64,39 @@ pub async fn checksum_sink() -> io::Result<(
     SocketAddr,
     tokio::sync::mpsc::UnboundedReceiver<(u64, [u8; 32])>,
 )> {
+    let (addr, rx, _) = counting_sink().await?;
+    Ok((addr, rx))
+}
+
+/// What a [`counting_sink`] has received so far, over all its connections: lets a
+/// benchmark take a rate over an interval of its choosing (e.g. while every stream is
+/// still moving) rather than only per finished connection.
+#[derive(Debug, Default)]
+pub struct SinkProgress {
+    /// Bytes read from every connection.
+    pub bytes: AtomicU64,
+    /// Connections read to EOF.
+    pub finished: AtomicU64,
+}
+
+/// [`checksum_sink`] that also counts its bytes and finished connections as they come.
+///
+/// # Errors
+/// If it cannot bind.
+pub async fn counting_sink() -> io::Result<(
+    SocketAddr,
+    tokio::sync::mpsc::UnboundedReceiver<(u64, [u8; 32])>,
+    Arc<SinkProgress>,
+)> {
     let l = TcpListener::bind("127.0.0.1:0").await?;
     let addr = l.local_addr()?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let progress = Arc::new(SinkProgress::default());
+    let p = progress.clone();
     tokio::spawn(async move {
         while let Ok((mut c, _)) = l.accept().await {
             let tx = tx.clone();
+            let p = p.clone();
             tokio::spawn(async move {
                 let mut h = Sha256::new();
                 let mut n = 0u64;
@@ -78,14 +107,16 @@ pub async fn checksum_sink() -> io::Result<(
                         Ok(k) => {
                             h.update(&buf[..k]);
                             n += k as u64;
+                            p.bytes.fetch_add(k as u64, Ordering::Relaxed);
                         }
                     }
                 }
+                p.finished.fetch_add(1, Ordering::Relaxed);
                 let _ = tx.send((n, h.finalize().into()));
             });
         }
     });
-    Ok((addr, rx))
+    Ok((addr, rx, progress))
 }
 
 /// Deterministic pseudo-random bytes for block `i` of a transfer (cheap, incompressible).

@@ -4,18 +4,29 @@
 //! and trickling data for that long, sampling each proxy's RSS and open file descriptors
 //! every 10 s. Every transfer is SHA-256 checked.
 //!
-//! The concurrent streams carry `STREAM_KIB` KiB each (default 64). All of them are
-//! opened first (SOCKS handshake and the tunnel's open), then start writing at once: the
-//! aggregate rate is that data phase's, against the bulk stream's rate (issue 26: within
-//! 10 % of one stream).
+//! The concurrent streams carry `STREAM_KIB` KiB each (default 1024). All of them are
+//! opened first (SOCKS handshake and the tunnel's open), then start writing at once. Two
+//! aggregate rates, each against the bulk stream's (issue 26: within 10 % of one stream):
+//! "all moving", the bytes the sink received from the gate's opening until the first
+//! stream finished (every stream open and sending), and "whole", the data phase until the
+//! last stream finished. The time from the first stream's end to the last's shows how
+//! evenly the session served them. STREAMS = 0 skips this phase.
+//!
+//! With `SESSIONS=N` (N > 1) it starts N forward processes, each its own session into the
+//! one reverse (`WORKERS=W` passes `--workers W` to it), and then has each move MB MiB
+//! through one stream at once: the aggregate rate against the bulk stream's (one
+//! session), and the CPU seconds of the forwards and of the reverse (issue 26, the
+//! end-to-end case of "sessions across cores").
 //! `cargo build --release -p ctcp-forward -p ctcp-reverse && \
 //!  cargo run --release -p ctcp-benches --bin proxy-bench [-- MB STREAMS [SOAK_SECS]]`
+//! `SESSIONS=8 WORKERS=2 target/release/proxy-bench 300 0`: the 8-process case.
 
 use anyhow::{bail, Context};
-use ctcp_benches::{checksum_sink, fill_block, socks_connect};
+use ctcp_benches::{counting_sink, fill_block, socks_connect, SinkProgress};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
@@ -61,40 +72,46 @@ async fn push(
     bytes: u64,
     seed: u64,
 ) -> anyhow::Result<[u8; 32]> {
-    push_gated(socks, sink, bytes, seed, None).await
+    let (p, digest) = pattern(bytes as usize, seed, 1);
+    push_pattern(socks, sink, p, 1, None).await?;
+    Ok(digest)
 }
 
 /// Connects through the SOCKS port; with a gate, reports the connection as open and
-/// waits for the gate to open before writing.
-async fn push_gated(
+/// waits for the gate to open before writing; then writes `pattern` `repeat` times and
+/// closes. The pattern and its digest are made before the clock starts, so the timed
+/// part costs the load generator only the writes.
+async fn push_pattern(
     socks: std::net::SocketAddr,
     sink: std::net::SocketAddr,
-    bytes: u64,
-    seed: u64,
+    pattern: std::sync::Arc<Vec<u8>>,
+    repeat: u64,
     gate: Option<(
         tokio::sync::mpsc::Sender<()>,
         tokio::sync::watch::Receiver<bool>,
     )>,
-) -> anyhow::Result<[u8; 32]> {
+) -> anyhow::Result<()> {
     let mut c = socks_connect(socks, sink).await?;
     if let Some((opened, mut go)) = gate {
         opened.send(()).await?;
         go.wait_for(|g| *g).await?;
     }
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 256 << 10];
-    let mut done = 0;
-    let mut i = seed << 32;
-    while done < bytes {
-        let n = ((bytes - done) as usize).min(buf.len());
-        fill_block(i, &mut buf[..n]);
-        h.update(&buf[..n]);
-        c.write_all(&buf[..n]).await?;
-        done += n as u64;
-        i += 1;
+    for _ in 0..repeat {
+        c.write_all(&pattern).await?;
     }
     c.shutdown().await?;
-    Ok(h.finalize().into())
+    Ok(())
+}
+
+/// `len` pattern bytes and the SHA-256 of the pattern repeated `repeat` times.
+fn pattern(len: usize, seed: u64, repeat: u64) -> (std::sync::Arc<Vec<u8>>, [u8; 32]) {
+    let mut p = vec![0u8; len];
+    fill_block(seed, &mut p);
+    let mut h = Sha256::new();
+    for _ in 0..repeat {
+        h.update(&p);
+    }
+    (std::sync::Arc::new(p), h.finalize().into())
 }
 
 /// (RSS kB now, open file descriptors) of a process.
@@ -197,29 +214,106 @@ async fn soak(
     Ok(())
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let mb: u64 = std::env::args().nth(1).map_or(Ok(100), |s| s.parse())?;
-    let streams: usize = std::env::args().nth(2).map_or(Ok(1000), |s| s.parse())?;
-    let soak_secs: u64 = std::env::args().nth(3).map_or(Ok(0), |s| s.parse())?;
-    let dir = std::env::temp_dir().join(format!("ctcp-proxy-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let key = dir.join("psk");
-    std::fs::write(&key, "7c".repeat(32))?;
-    let udp = std::net::UdpSocket::bind("127.0.0.1:0")?.local_addr()?;
-    let tcp = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-    let quiet = || Stdio::null();
-    let rev = Proc(
-        Command::new(bin("ctcp-reverse")?)
-            .args(["--listen", &udp.to_string(), "--psk-file"])
-            .arg(&key)
-            // The origins are on loopback, which the default ACL denies.
-            .args(["--allow", "127.0.0.1"])
-            .args(["--log-level", "warn"])
-            .stderr(quiet())
-            .spawn()?,
+/// One gated phase's timings: every connection opened first, then all written at once.
+struct Phase {
+    /// From the first connect until every connection was open.
+    open_secs: f64,
+    /// From the gate until the first connection was read to its end at the sink.
+    first_secs: f64,
+    /// Bytes the sink received meanwhile (every connection was moving).
+    first_bytes: u64,
+    /// Until half had ended.
+    half_secs: f64,
+    /// Until the last had ended.
+    data_secs: f64,
+}
+
+/// Opens one SOCKS connection per entry of `via` (its forward's SOCKS port), waits until
+/// all are open, then has each write `block` `repeat` times at once; checks every one at
+/// the sink against `digest`.
+async fn run_gated(
+    via: &[std::net::SocketAddr],
+    sink: std::net::SocketAddr,
+    block: &std::sync::Arc<Vec<u8>>,
+    repeat: u64,
+    digest: [u8; 32],
+    results: &mut tokio::sync::mpsc::UnboundedReceiver<(u64, [u8; 32])>,
+    progress: &std::sync::Arc<SinkProgress>,
+) -> anyhow::Result<Phase> {
+    let n = via.len();
+    let t = ctcp_runtime::clock::now();
+    let (opened_tx, mut opened) = tokio::sync::mpsc::channel(n.max(1));
+    let (go, gate) = tokio::sync::watch::channel(false);
+    let mut tasks = Vec::with_capacity(n);
+    for &socks in via {
+        let g = Some((opened_tx.clone(), gate.clone()));
+        tasks.push(tokio::spawn(push_pattern(
+            socks,
+            sink,
+            block.clone(),
+            repeat,
+            g,
+        )));
+    }
+    drop(opened_tx);
+    for _ in 0..n {
+        tokio::time::timeout(Duration::from_secs(60), opened.recv())
+            .await?
+            .context("a connection failed to open")?;
+    }
+    let open_secs = t.elapsed().as_secs_f64();
+    let t = ctcp_runtime::clock::now();
+    let (bytes0, done0) = (
+        progress.bytes.load(Ordering::Relaxed),
+        progress.finished.load(Ordering::Relaxed),
     );
-    let fwd = Proc(
+    // Samples the sink until the first connection ends (the bytes so far moved while all
+    // were moving), then until half have.
+    let watch = progress.clone();
+    let half = (n as u64 / 2).max(1);
+    let all_moving = tokio::spawn(async move {
+        let finished = || watch.finished.load(Ordering::Relaxed) - done0;
+        while finished() == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let bytes = watch.bytes.load(Ordering::Relaxed) - bytes0;
+        let first = t.elapsed().as_secs_f64();
+        while finished() < half {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        (first, bytes, t.elapsed().as_secs_f64())
+    });
+    go.send_replace(true);
+    for task in tasks {
+        task.await??;
+    }
+    let per = block.len() as u64 * repeat;
+    for _ in 0..n {
+        let (got, d) = tokio::time::timeout(Duration::from_secs(60), results.recv())
+            .await?
+            .context("sink")?;
+        if got != per || d != digest {
+            bail!("a connection's bytes were corrupted ({got} of {per})");
+        }
+    }
+    let data_secs = t.elapsed().as_secs_f64();
+    let (first_secs, first_bytes, half_secs) = all_moving.await?;
+    Ok(Phase {
+        open_secs,
+        first_secs,
+        first_bytes,
+        half_secs,
+        data_secs,
+    })
+}
+
+/// Starts a forward listening on `tcp`, its session to the reverse at `udp`.
+fn start_forward(
+    tcp: std::net::SocketAddr,
+    udp: std::net::SocketAddr,
+    key: &std::path::Path,
+) -> anyhow::Result<Proc> {
+    Ok(Proc(
         Command::new(bin("ctcp-forward")?)
             .args([
                 "--listen",
@@ -228,13 +322,19 @@ async fn main() -> anyhow::Result<()> {
                 &udp.to_string(),
                 "--psk-file",
             ])
-            .arg(&key)
+            .arg(key)
             .args(["--log-level", "warn", "--max-streams", "4096"])
-            .stderr(quiet())
+            .stderr(Stdio::null())
             .spawn()?,
-    );
-    let (sink, mut results) = checksum_sink().await?;
-    // Wait until the SOCKS port answers and the tunnel carries a stream.
+    ))
+}
+
+/// Waits until the SOCKS port `tcp` answers and its tunnel carries a stream.
+async fn ready(
+    tcp: std::net::SocketAddr,
+    sink: std::net::SocketAddr,
+    results: &mut tokio::sync::mpsc::UnboundedReceiver<(u64, [u8; 32])>,
+) -> anyhow::Result<()> {
     let deadline = ctcp_runtime::clock::now() + Duration::from_secs(10);
     loop {
         if let Ok(Ok(d)) = tokio::time::timeout(Duration::from_secs(2), push(tcp, sink, 1, 0)).await
@@ -243,19 +343,58 @@ async fn main() -> anyhow::Result<()> {
             if got != d {
                 bail!("warm-up checksum mismatch");
             }
-            break;
+            return Ok(());
         }
         if ctcp_runtime::clock::now() > deadline {
             bail!("proxies did not come up");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mb: u64 = std::env::args().nth(1).map_or(Ok(100), |s| s.parse())?;
+    let streams: usize = std::env::args().nth(2).map_or(Ok(1000), |s| s.parse())?;
+    let soak_secs: u64 = std::env::args().nth(3).map_or(Ok(0), |s| s.parse())?;
+    let sessions: usize = std::env::var("SESSIONS").map_or(Ok(1), |s| s.parse())?;
+    let workers = std::env::var("WORKERS").ok();
+    let dir = std::env::temp_dir().join(format!("ctcp-proxy-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let key = dir.join("psk");
+    std::fs::write(&key, "7c".repeat(32))?;
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0")?.local_addr()?;
+    let mut reverse = Command::new(bin("ctcp-reverse")?);
+    reverse
+        .args(["--listen", &udp.to_string(), "--psk-file"])
+        .arg(&key)
+        // The origins are on loopback, which the default ACL denies.
+        .args(["--allow", "127.0.0.1"])
+        .args(["--log-level", "warn"])
+        .stderr(Stdio::null());
+    if let Some(w) = &workers {
+        reverse.args(["--workers", w]);
+    }
+    let rev = Proc(reverse.spawn()?);
+    let mut tcps = Vec::with_capacity(sessions.max(1));
+    let mut fwds = Vec::with_capacity(sessions.max(1));
+    for _ in 0..sessions.max(1) {
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+        fwds.push(start_forward(tcp, udp, &key)?);
+        tcps.push(tcp);
+    }
+    let (tcp, fwd) = (tcps[0], &fwds[0]);
+    let (sink, mut results, progress) = counting_sink().await?;
+    for &t in &tcps {
+        ready(t, sink, &mut results).await?;
+    }
 
     let total = mb * 1_048_576;
+    let (block, sent) = pattern(1 << 20, 1, mb);
     let (f0, _) = usage(fwd.0.id())?;
     let (r0, _) = usage(rev.0.id())?;
     let t = ctcp_runtime::clock::now();
-    let sent = push(tcp, sink, total, 1).await?;
+    push_pattern(tcp, sink, block, mb, None).await?;
     let (n, got) = results.recv().await.context("sink")?;
     let secs = t.elapsed().as_secs_f64();
     if n != total || got != sent {
@@ -272,56 +411,70 @@ async fn main() -> anyhow::Result<()> {
     );
 
     // Many concurrent streams, all opened first, then written at once.
-    let kib: u64 = std::env::var("STREAM_KIB").map_or(Ok(64), |s| s.parse())?;
-    let per = kib * 1024;
-    let t = ctcp_runtime::clock::now();
-    let (opened_tx, mut opened) = tokio::sync::mpsc::channel(streams.max(1));
-    let (go, gate) = tokio::sync::watch::channel(false);
-    let mut tasks = Vec::with_capacity(streams);
-    for s in 0..streams {
-        let g = Some((opened_tx.clone(), gate.clone()));
-        tasks.push(tokio::spawn(push_gated(tcp, sink, per, 1000 + s as u64, g)));
+    let bulk = total as f64 / secs / 1e6;
+    if streams > 0 {
+        let kib: u64 = std::env::var("STREAM_KIB").map_or(Ok(1024), |s| s.parse())?;
+        let per = kib * 1024;
+        // Every stream carries the same bytes: one digest to check them all against.
+        let (block, digest) = pattern(per as usize, 2, 1);
+        let (f0, _) = usage(fwd.0.id())?;
+        let (r0, _) = usage(rev.0.id())?;
+        let via = vec![tcp; streams];
+        let p = run_gated(&via, sink, &block, 1, digest, &mut results, &progress).await?;
+        let (f1, frss) = usage(fwd.0.id())?;
+        let (r1, rrss) = usage(rev.0.id())?;
+        let all = per * streams as u64;
+        // CPU per 100 MiB over the open and data phases together.
+        let cpu = (f1 - f0 + r1 - r0) * 100.0 * 1_048_576.0 / all as f64;
+        let aggregate = all as f64 / p.data_secs / 1e6;
+        let moving = p.first_bytes as f64 / p.first_secs / 1e6;
+        println!(
+            "{streams} concurrent streams x {kib} KiB: opened in {:.2} s; all moving {:.2} s, {:.0} % of the bytes, {moving:.1} MB/s aggregate ({:.2} x the bulk stream); whole {:.2} s = {aggregate:.1} MB/s ({:.2} x); streams done at first {:.2} s, half {:.2} s, last {:.2} s; CPU per 100 MiB, both proxies, {cpu:.2} s; all SHA-256 ok; peak RSS forward {} MB, reverse {} MB",
+            p.open_secs,
+            p.first_secs,
+            p.first_bytes as f64 * 100.0 / all as f64,
+            moving / bulk,
+            p.data_secs,
+            aggregate / bulk,
+            p.first_secs,
+            p.half_secs,
+            p.data_secs,
+            frss / 1024,
+            rrss / 1024
+        );
     }
-    drop(opened_tx);
-    for _ in 0..streams {
-        tokio::time::timeout(Duration::from_secs(60), opened.recv())
-            .await?
-            .context("a stream failed to open")?;
+    if sessions > 1 {
+        // One stream of `mb` MiB through each forward process (each its own session).
+        let (block, digest) = pattern(1 << 20, 3, mb);
+        let cpu =
+            |pids: &[u32]| -> anyhow::Result<f64> { pids.iter().map(|&p| Ok(usage(p)?.0)).sum() };
+        let fpids: Vec<u32> = fwds.iter().map(|f| f.0.id()).collect();
+        let me = std::process::id();
+        let (f0, r0, g0) = (cpu(&fpids)?, usage(rev.0.id())?.0, usage(me)?.0);
+        let p = run_gated(&tcps, sink, &block, mb, digest, &mut results, &progress).await?;
+        let (f1, r1, g1) = (cpu(&fpids)?, usage(rev.0.id())?.0, usage(me)?.0);
+        let all = total * sessions as u64;
+        let per100 = |c: f64| c * 100.0 * 1_048_576.0 / all as f64;
+        let aggregate = all as f64 / p.data_secs / 1e6;
+        let moving = p.first_bytes as f64 / p.first_secs / 1e6;
+        println!(
+            "{sessions} sessions (forward processes) x {mb} MiB into one reverse (workers {}): all moving {:.2} s, {moving:.1} MB/s aggregate ({:.2} x the one session); whole {:.2} s = {aggregate:.1} MB/s ({:.2} x); sessions done at first {:.2} s, half {:.2} s, last {:.2} s; CPU per 100 MiB: forwards {:.2} s, reverse {:.2} s, both {:.2} s, this load generator {:.2} s; cores busy over the whole: reverse {:.2}, all {:.2}; all SHA-256 ok",
+            workers.as_deref().unwrap_or("default"),
+            p.first_secs,
+            moving / bulk,
+            p.data_secs,
+            aggregate / bulk,
+            p.first_secs,
+            p.half_secs,
+            p.data_secs,
+            per100(f1 - f0),
+            per100(r1 - r0),
+            per100(f1 - f0 + r1 - r0),
+            per100(g1 - g0),
+            (r1 - r0) / p.data_secs,
+            (f1 - f0 + r1 - r0 + g1 - g0) / p.data_secs
+        );
     }
-    let open_secs = t.elapsed().as_secs_f64();
-    let t = ctcp_runtime::clock::now();
-    go.send_replace(true);
-    let mut want = std::collections::HashMap::new();
-    for task in tasks {
-        let d = task.await??;
-        *want.entry(d).or_insert(0) += 1;
-    }
-    for _ in 0..streams {
-        let (n, d) = tokio::time::timeout(Duration::from_secs(60), results.recv())
-            .await?
-            .context("sink")?;
-        if n != per
-            || want
-                .get_mut(&d)
-                .map(|c| {
-                    *c -= 1;
-                    *c
-                })
-                .is_none()
-        {
-            bail!("stream corrupted");
-        }
-    }
-    let data_secs = t.elapsed().as_secs_f64();
-    let (_, frss) = usage(fwd.0.id())?;
-    let (_, rrss) = usage(rev.0.id())?;
-    let aggregate = (per * streams as u64) as f64 / data_secs / 1e6;
-    println!(
-        "{streams} concurrent streams x {kib} KiB: opened in {open_secs:.2} s, data in {data_secs:.2} s = {aggregate:.1} MB/s aggregate ({:.2} x the bulk stream), all SHA-256 ok; peak RSS forward {} MB, reverse {} MB",
-        aggregate / (total as f64 / secs / 1e6),
-        frss / 1024,
-        rrss / 1024
-    );
     if soak_secs > 0 {
         let pids = (fwd.0.id(), rev.0.id());
         soak(tcp, sink, &mut results, pids, streams, soak_secs).await?;

@@ -31,7 +31,8 @@
 //!   control socket: what is on it is lost, nothing crosses until restored), and restored
 //!   20 s later. Rows: byte-exactness, the longest delivery stall (the longest time the
 //!   received file did not grow, polled every 10 ms) against the bound `2 × surviving
-//!   RTT + 200 ms`, and the time from restoration until the restored path carries data
+//!   RTT + 200 ms` (also split by when it began: before the cut, while the path was down,
+//!   after the restoration), and the time from restoration until the restored path carries data
 //!   again (≥ 10 % of its rate over a 200 ms statistics interval; linkem's statistics, so
 //!   ±0.2 s).
 //! - `lossy`: two paths of 10 Mbit/s, 100 ms, 20 % loss; efficiency against the sum of
@@ -539,6 +540,10 @@ struct Outage {
     last_growth: Option<(Duration, u64)>,
     longest_stall: Duration,
     longest_stall_at: Duration,
+    /// The longest stall that began before the cut, while the path was down, and after
+    /// the restoration: the failover's own stall is the middle one, the others are what
+    /// the session's losses cost with both paths up.
+    by_phase: [Duration; 3],
 }
 
 impl Outage {
@@ -551,6 +556,7 @@ impl Outage {
             last_growth: None,
             longest_stall: Duration::ZERO,
             longest_stall_at: Duration::ZERO,
+            by_phase: [Duration::ZERO; 3],
         }
     }
 
@@ -565,6 +571,13 @@ impl Outage {
                     self.longest_stall = stall;
                     self.longest_stall_at = at;
                 }
+                let phase = match (self.cut_at, self.restored_at) {
+                    (Some(c), _) if at < c => 0,
+                    (None, _) => 0,
+                    (Some(_), Some(r)) if at >= r => 2,
+                    _ => 1,
+                };
+                self.by_phase[phase] = self.by_phase[phase].max(stall);
             }
             _ => {}
         }
@@ -603,6 +616,9 @@ impl Outage {
         row["longest_stall_s"] = json!(self.longest_stall.as_secs_f64());
         row["longest_stall_from_s"] = json!(self.longest_stall_at.as_secs_f64());
         let Some(cut) = self.cut else { return Ok(()) };
+        row["stall_before_cut_s"] = json!(self.by_phase[0].as_secs_f64());
+        row["stall_while_down_s"] = json!(self.by_phase[1].as_secs_f64());
+        row["stall_after_restore_s"] = json!(self.by_phase[2].as_secs_f64());
         let threshold = path.rate_bps.unwrap_or(0) as f64 / 8.0 * 0.1;
         row["reuse_after_restore_s"] = json!(reuse_after_restore(
             &link.stats_lines()?,
@@ -664,9 +680,13 @@ fn summary(r: &Value) -> String {
     if r.get("longest_stall_s").is_some() {
         let _ = write!(
             s,
-            " stall {} s (bound {} s) reuse {} s",
+            " stall {} s (bound {} s; before the cut {}, path down {}, after the restore {}) \
+             reuse {} s",
             report::opt(r, "longest_stall_s", 1.0, 2),
             report::opt(r, "stall_bound_s", 1.0, 2),
+            report::opt(r, "stall_before_cut_s", 1.0, 2),
+            report::opt(r, "stall_while_down_s", 1.0, 2),
+            report::opt(r, "stall_after_restore_s", 1.0, 2),
             report::opt(r, "reuse_after_restore_s", 1.0, 1)
         );
     }

@@ -75,7 +75,7 @@ impl Default for LogConfig {
 /// match the peer's; the windows are negotiated down to the smaller side's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TransportSettings {
-    /// Coded symbol size in bytes: a multiple of 64 in 256..=1408 (1408 + 29 bytes of
+    /// Coded symbol size in bytes: a multiple of 64 in 256..=1408 (1408 + 33 bytes of
     /// headers fits the 1452-byte datagram of a 1500-byte IPv6 path; the next multiple of
     /// 64 would not).
     pub symbol_size: usize,

@@ -173,15 +173,11 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> Result<(), CryptoError> {
     }
 }
 
-const _: () = assert!(TAG_LEN <= 16);
+// Data packets carry GCM's full tag, the only length ring opens (in one pass).
+const _: () = assert!(TAG_LEN == aead::MAX_TAG_LEN);
 
-thread_local! {
-    /// [`PacketKey::open`]'s copy of the plaintext, reused across packets.
-    static OPEN_SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// AES-256-GCM key of one direction. Data packets carry GCM's tag truncated to
-/// [`TAG_LEN`] bytes (SP 800-38D §5.2.1.2).
+/// AES-256-GCM key of one direction. Data packets carry GCM's full 16-byte tag, so ring
+/// opens them in one pass, in place.
 pub struct PacketKey {
     key: aead::LessSafeKey,
 }
@@ -208,17 +204,7 @@ impl PacketKey {
         }
     }
 
-    /// GCM in CTR mode over `body` with the keystream of `pn`, returning the full 16-byte
-    /// tag GCM computes over the *output* and `header`. Sealing only fails for inputs
-    /// longer than GCM's 64 GiB limit.
-    fn ctr_and_tag(&self, pn: u64, header: &[u8], body: &mut [u8]) -> aead::Tag {
-        #[allow(clippy::expect_used)]
-        self.key
-            .seal_in_place_separate_tag(nonce(pn), aead::Aad::from(header), body)
-            .expect("datagram-sized input")
-    }
-
-    /// Encrypts `packet[header_len..]` in place and appends the truncated tag.
+    /// Encrypts `packet[header_len..]` in place and appends the tag.
     pub fn seal(&self, pn: u64, packet: &mut Vec<u8>, header_len: usize) {
         self.seal_at(pn, packet, 0, header_len);
     }
@@ -227,24 +213,19 @@ impl PacketKey {
     /// datagrams being written into one buffer.
     pub fn seal_at(&self, pn: u64, packet: &mut Vec<u8>, start: usize, header_len: usize) {
         let (header, body) = packet[start..].split_at_mut(header_len);
-        let tag = self.ctr_and_tag(pn, header, body);
-        packet.extend_from_slice(&tag.as_ref()[..TAG_LEN]);
+        // Sealing fails only for inputs longer than GCM's 64 GiB limit; a packet is a
+        // datagram.
+        #[allow(clippy::expect_used)]
+        let tag = self
+            .key
+            .seal_in_place_separate_tag(nonce(pn), aead::Aad::from(&*header), body)
+            .expect("datagram-sized input");
+        packet.extend_from_slice(tag.as_ref());
     }
 
-    /// Decrypts in place and verifies the truncated tag; returns the plaintext range of
-    /// `packet`. On failure the body's contents are unspecified.
-    ///
-    /// ring opens only full 16-byte tags, and the RustCrypto `aes-gcm` crate, which takes
-    /// the tag length as a parameter and opens in one pass, is slower than these two ring
-    /// passes; full tags would save CPU but cost 4 bytes on every datagram for good, so
-    /// the tag stays at 12 bytes (figures: BENCHMARKS.md, "Data path and scale"). So the standard
-    /// GCM decryption is done with ring's sealing primitive, which is the same keystream:
-    /// sealing the ciphertext yields the plaintext (that pass's tag is discarded), and
-    /// sealing a copy of the plaintext yields the ciphertext again with the full tag GCM
-    /// computes over it, whose first [`TAG_LEN`] bytes are compared in constant time.
-    /// Neither pass produces anything that leaves this function but the plaintext of a
-    /// packet that authenticated, so reusing the packet's nonce here exposes nothing.
-    /// The cost is a second GCM pass on receive.
+    /// Decrypts `packet[header_len..]` in place and verifies its trailing tag (one GCM
+    /// pass: ring's `open_in_place`, which compares the tag in constant time); returns the
+    /// plaintext range of `packet`. On failure the body's contents are unspecified.
     pub fn open<'a>(
         &self,
         pn: u64,
@@ -254,21 +235,12 @@ impl PacketKey {
         if packet.len() < header_len + TAG_LEN {
             return Err(CryptoError::BadAuth);
         }
-        let body_end = packet.len() - TAG_LEN;
-        let (rest, tag) = packet.split_at_mut(body_end);
-        let (header, body) = rest.split_at_mut(header_len);
-        // The tag of this pass covers the plaintext: meaningless, dropped.
-        let _ = self.ctr_and_tag(pn, header, body);
-        // The copy goes to a reused per-thread buffer: a zeroed stack array cost a 2 KiB
-        // memset per packet on top of the copy.
-        let expected = OPEN_SCRATCH.with(|scratch| {
-            let mut copy = scratch.borrow_mut();
-            copy.clear();
-            copy.extend_from_slice(body);
-            self.ctr_and_tag(pn, header, &mut copy)
-        });
-        constant_time_eq(&expected.as_ref()[..TAG_LEN], tag)?;
-        Ok(&packet[header_len..body_end])
+        let (header, body) = packet.split_at_mut(header_len);
+        let plain = self
+            .key
+            .open_in_place(nonce(pn), aead::Aad::from(&*header), body)
+            .map_err(|_| CryptoError::BadAuth)?;
+        Ok(plain)
     }
 }
 
@@ -496,21 +468,16 @@ mod tests {
         );
     }
 
-    /// The 12-byte tag is GCM's tag truncated (SP 800-38D §5.2.1.2), checked against a
-    /// second implementation: RustCrypto's `aes-gcm` with a 96-bit tag opens what
-    /// [`PacketKey::seal`] sealed, byte for byte the same ciphertext and tag, and
-    /// [`PacketKey::open`] opens what it sealed. Flipping any tag or body bit fails.
+    /// The data packet tag is standard AES-256-GCM, checked against a second
+    /// implementation: RustCrypto's `aes-gcm` opens what [`PacketKey::seal`] sealed, byte
+    /// for byte the same ciphertext and tag, and [`PacketKey::open`] opens what it sealed.
+    /// Flipping any tag or body bit fails.
     #[test]
-    fn truncated_tag_is_standard_gcm_and_every_bit_counts() {
-        use aes_gcm::{AeadInPlace, KeyInit};
-        type Gcm96 = aes_gcm::AesGcm<
-            aes_gcm::aes::Aes256,
-            aes_gcm::aead::consts::U12,
-            aes_gcm::aead::consts::U12,
-        >;
+    fn tag_is_standard_gcm_and_every_bit_counts() {
+        use aes_gcm::{AeadInPlace, Aes256Gcm, KeyInit};
         let key = [0x5au8; 32];
         let ours = PacketKey::new(&key);
-        let theirs = Gcm96::new((&key).into());
+        let theirs = Aes256Gcm::new((&key).into());
         for (pn, len) in [
             (0u64, 0usize),
             (1, 1),

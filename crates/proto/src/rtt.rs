@@ -199,7 +199,6 @@ impl RttEstimator {
     }
 
     /// RTT variance (RFC 9002 `rttvar`).
-    #[cfg(test)]
     pub(crate) fn rttvar(&self) -> Duration {
         self.var
     }

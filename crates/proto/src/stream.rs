@@ -51,12 +51,13 @@ impl SendHalf {
         }
     }
 
-    /// Queues as much of `data` as the buffer allows; returns how much.
-    pub(crate) fn write(&mut self, data: &[u8]) -> usize {
+    /// Queues as much of `data` as the buffer allows, holding at most `cap` bytes (the
+    /// smaller of `cap` and the configured limit); returns how much.
+    pub(crate) fn write(&mut self, data: &[u8], cap: usize) -> usize {
         if self.fin_requested || self.reset {
             return 0;
         }
-        let room = self.buffer_limit.saturating_sub(self.pending.len());
+        let room = self.limit(cap).saturating_sub(self.pending.len());
         let n = room.min(data.len());
         self.pending.extend(&data[..n]);
         n
@@ -101,9 +102,22 @@ impl SendHalf {
         fin
     }
 
-    /// Whether the application may write more now.
-    pub(crate) fn is_writable(&self) -> bool {
-        !self.fin_requested && !self.reset && self.pending.len() < self.buffer_limit
+    /// Whether the application may write more now, holding at most `cap` bytes.
+    pub(crate) fn is_writable(&self, cap: usize) -> bool {
+        !self.fin_requested && !self.reset && self.pending.len() < self.limit(cap)
+    }
+
+    /// The bytes this stream may hold: its configured buffer, or `cap` if smaller.
+    pub(crate) fn limit(&self, cap: usize) -> usize {
+        self.buffer_limit.min(cap)
+    }
+
+    /// Drops the bytes not yet framed (the stream was reset: they will never be sent);
+    /// returns how many, for the session's budget.
+    pub(crate) fn discard_pending(&mut self) -> usize {
+        let n = self.pending.len();
+        self.pending = VecDeque::new();
+        n
     }
 
     /// Bytes buffered and not yet framed.
@@ -342,7 +356,9 @@ mod tests {
     #[test]
     fn send_respects_credit_and_buffer() {
         let mut s = SendHalf::new(5, 8);
-        assert_eq!(s.write(b"0123456789"), 8);
+        assert_eq!(s.write(b"012", 2), 2, "a cap below the buffer binds");
+        assert_eq!(s.write(b"23456789", usize::MAX), 6);
+        assert!(!s.is_writable(usize::MAX));
         assert_eq!(s.sendable(), 5);
         let mut out = Vec::new();
         assert_eq!(s.peek_frame(100), (0, 5, false));

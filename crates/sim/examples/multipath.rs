@@ -115,14 +115,21 @@ fn main() {
                     })
             })
             .collect();
-        let (stall, at) =
-            r.longest_stall_in(down - Duration::from_secs(1), up + Duration::from_secs(5));
+        let ms = |(d, at): (Duration, Duration)| {
+            format!(
+                "{:.0} ms at {:.1} s",
+                d.as_secs_f64() * 1e3,
+                at.as_secs_f64()
+            )
+        };
+        let five = Duration::from_secs(5);
         println!(
-            "    longest stall from 1 s before the cut to 5 s after the return {:.0} ms at {:.1} s \
-             (bound 2 x {survivor_rtt} ms + 200 ms = {} ms); paths busy again after the return: {}",
-            stall.as_secs_f64() * 1e3,
-            at.as_secs_f64(),
+            "    longest stall: 5 s before the cut {}; from the cut on {} (bound 2 x {survivor_rtt} ms \
+             + 200 ms = {} ms); 5 s from the return {}; paths busy again after the return: {}",
+            ms(r.longest_stall_in(down - five, down)),
+            ms(r.longest_stall_in(down, down + five)),
             2 * survivor_rtt + 200,
+            ms(r.longest_stall_in(up, up + five)),
             back.join(" / ")
         );
     }

@@ -71,7 +71,7 @@ impl Connection {
         let Some(i) = self.paths.index_of(id).filter(|_| id != 0) else {
             return false;
         };
-        self.lose_path_flight(now, i);
+        self.lose_path_flight(now, i, |_, _| true);
         self.paths.remove(i);
         tracing::debug!(conn = self.conn_id, path = id, "path removed");
         true
@@ -122,10 +122,11 @@ impl Connection {
     ) {
         let p = self.paths.get_mut(i);
         if from == p.remote {
-            if p.on_heard() {
+            if p.on_heard(now) {
                 tracing::debug!(conn = self.conn_id, path = p.id, "path answers again");
                 self.paths.count_change();
             }
+            self.check_silent_paths(now, i);
             return;
         }
         // A challenge to this address already out is not repeated; one given up is tried
@@ -144,19 +145,27 @@ impl Connection {
     }
 
     /// A PATH_RESPONSE on path index `i` from `from`.
-    pub(super) fn on_path_response(&mut self, i: usize, token: u64, from: SocketAddr) {
+    pub(super) fn on_path_response(
+        &mut self,
+        now: Instant,
+        i: usize,
+        token: u64,
+        from: SocketAddr,
+    ) {
         let p = self.paths.get_mut(i);
         if p.on_response(token, from) {
-            p.on_heard();
+            p.on_heard(now);
             tracing::debug!(conn = self.conn_id, path = p.id, %from, "path validated");
             self.paths.count_change();
         }
     }
 
-    /// Declares path index `i` dead: everything in flight on it is lost (repairs for it
-    /// are owed, and go out on the paths that live), and it carries probes only until it
-    /// answers again.
-    pub(super) fn declare_dead(&mut self, now: Instant, i: usize) {
+    /// Declares path index `i` dead: what it sent from `died` on (everything if `None`)
+    /// is lost (repairs for it are owed, and go out on the paths that live), and it
+    /// carries probes only until it answers again. What it sent before stays in flight:
+    /// it may still arrive, and the cumulative ACK on another path settles it; a dead
+    /// path's probes declare the rest lost once it is overdue.
+    pub(super) fn declare_dead(&mut self, now: Instant, i: usize, died: Option<Instant>) {
         let p = self.paths.get_mut(i);
         p.liveness.dead = true;
         p.liveness.waiting_since = None;
@@ -167,21 +176,103 @@ impl Connection {
             path = p.id,
             "path silent: declared dead"
         );
-        self.lose_path_flight(now, i);
+        self.lose_path_flight(now, i, |sent, _| died.is_none_or(|d| sent >= d));
         self.paths.count_change();
     }
 
-    /// Declares everything in flight on path index `i` lost and owes what that calls for.
-    fn lose_path_flight(&mut self, now: Instant, i: usize) {
+    /// The peer's in-order point `covered`, reported on path index `j`, waits for a source
+    /// a dead path still holds in flight: if that source had time to arrive (half the dead
+    /// path's RTT and four of its RTT variations) before the report left (half path `j`'s
+    /// RTT ago) it is lost, and its repair is owed at once (`RepairScheduler::owe_hole`). A dead path's flight sent before its estimated death is kept (it may have
+    /// arrived, and no ACK of that path reports it), so a random loss among it is only
+    /// found here, one hole at a time, as the in-order point reaches it.
+    pub(super) fn lose_dead_paths_hole(&mut self, now: Instant, j: usize, covered: u64) {
+        if self.paths.len() < 2 {
+            return;
+        }
+        let report = self.paths.get(j).rtt.srtt() / 2;
+        for i in 0..self.paths.len() {
+            let p = self.paths.get_mut(i);
+            if i == j || !p.liveness.dead {
+                continue;
+            }
+            let arrive = p.rtt.srtt() / 2 + p.rtt.rttvar() * 4;
+            let Some(by) = now.checked_sub(arrive + report) else {
+                continue;
+            };
+            if p.sent.lose_source(covered, by).is_some() {
+                self.repair.owe_hole(now);
+                self.stats.lost += 1;
+                self.trim_sent(i);
+            }
+        }
+    }
+
+    /// Declares lost what path index `i` has in flight that `lost` accepts by send time
+    /// and kind, and owes what that calls for.
+    fn lose_path_flight(
+        &mut self,
+        now: Instant,
+        i: usize,
+        lost: impl Fn(Instant, SentKind) -> bool,
+    ) {
         let p = self.paths.get_mut(i);
         let min_rtt = p.rtt.min_rtt();
         let repair = &mut self.repair;
-        let lost = p
+        let n = p
             .sent
-            .declare_all_lost(|kind| repair.on_lost(now, min_rtt, kind));
-        self.stats.lost += lost;
+            .declare_lost_sent(lost, |kind| repair.on_lost(now, min_rtt, kind));
+        self.stats.lost += n;
         self.trim_sent(i);
         self.owe_tail_shortfall();
+    }
+
+    /// Path index `j` was just heard at `now`: a busy path that has gone silent meanwhile
+    /// is declared dead at once, without waiting out its own probe timeouts (on a long
+    /// path, seconds of stalled delivery). Silent means: nothing heard on it for
+    /// [`PathData::silent_after`](super::path::PathData::silent_after), packets on it that
+    /// are overdue by as much (sent that long plus its minimum RTT ago, so a path that
+    /// merely went idle is not silent), and path `j` heard at two instants since its
+    /// silence began (one batch of arrivals read late after a scheduling pause, where
+    /// every socket's packets wait alike, is not evidence).
+    fn check_silent_paths(&mut self, now: Instant, j: usize) {
+        /// Overdue packets that show silence; one tail loss alone does not.
+        const OVERDUE: u64 = 3;
+        if self.paths.len() < 2 {
+            return;
+        }
+        let Some(before) = self.paths.get(j).liveness.heard_before else {
+            return;
+        };
+        for i in 0..self.paths.len() {
+            let p = self.paths.get(i);
+            if i == j || !p.usable() || p.sent.in_flight() < OVERDUE {
+                continue;
+            }
+            let (Some(heard), Some(after)) = (p.liveness.heard, p.silent_after()) else {
+                continue;
+            };
+            if now < heard + after || before < heard + after / 2 {
+                continue;
+            }
+            let Some(cutoff) = now.checked_sub(after + p.rtt.min_rtt()) else {
+                continue;
+            };
+            if p.sent.in_flight_sent_by(cutoff, OVERDUE) >= OVERDUE {
+                // The last answer left the peer when the path still worked: about half the
+                // path's minimum RTT before it arrived (answers carry no queue). What was
+                // sent before then reached the peer if the failure took both directions.
+                let died = heard.checked_sub(p.rtt.min_rtt() / 2);
+                tracing::debug!(
+                    conn = self.conn_id,
+                    path = p.id,
+                    silent = ?(now - heard),
+                    "path silent while another answers"
+                );
+
+                self.declare_dead(now, i, died);
+            }
+        }
     }
 
     /// Paths whose silence has become death by `now` are declared dead. All of them may
@@ -199,7 +290,7 @@ impl Connection {
                 .dead_deadline(mad)
                 .is_some_and(|d| now >= d)
             {
-                self.declare_dead(now, i);
+                self.declare_dead(now, i, None);
             }
         }
     }
@@ -252,9 +343,16 @@ impl Connection {
         }
         let probe_due = self.paths.probed(i) && self.paths.probe_due(i).is_none_or(|t| now >= t);
         if probe_due {
-            // What a dead path still holds will not arrive: settle it before probing, so
-            // its ledger stays bounded however long the path is down.
-            self.lose_path_flight(now, i);
+            // What a dead path still holds will not arrive once two of its RTTs have passed:
+            // settle it before probing, so its ledger stays bounded however long the path
+            // is down. Sources excepted: each is either settled as the peer's in-order point
+            // passes it or found lost when that point reaches it (`lose_dead_paths_hole`),
+            // so they are bounded by the flight at death, and a loss declared here would
+            // owe a repair the deficit cap can drop before the hole is reached.
+            let overdue = now.checked_sub(self.paths.get(i).rtt.srtt() * 2);
+            self.lose_path_flight(now, i, |sent, kind| {
+                !matches!(kind, SentKind::Source(_)) && overdue.is_some_and(|t| sent <= t)
+            });
             self.paths.on_probe_sent(i, now);
             self.begin_packet(buf, i);
             self.emit_ack_if_pending(now, buf, i);

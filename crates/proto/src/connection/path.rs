@@ -30,6 +30,18 @@ pub(super) const RECHALLENGE_AFTER: Duration = Duration::from_secs(2);
 /// How often a path declared dead (or kept as standby) is probed.
 pub(super) const PROBE_INTERVAL: Duration = Duration::from_millis(500);
 
+/// Arrival gaps a busy path may stay silent, while another path is heard, before it is
+/// declared dead: a live path's answers come every gap or two, and even at 20 % loss
+/// eight ACKs lost in a row happen about once in 400,000.
+const SILENT_GAPS: u32 = 8;
+
+/// Shortest silence that declares a path dead from the other paths' evidence: below it,
+/// receive batching and scheduling noise in the drivers move arrivals by as much.
+const SILENT_FLOOR: Duration = Duration::from_millis(20);
+
+/// Arrival gaps measured before a path's silence is judged against them.
+const GAP_SAMPLES: u32 = 8;
+
 /// Path validation: the address the path sends to is one the peer answered a challenge
 /// from (or, for path 0, the handshake's), so a datagram with a forged or rewritten
 /// source address never moves traffic.
@@ -69,6 +81,16 @@ pub(super) struct Liveness {
     pub(super) dead: bool,
     /// When the next probe of a dead or standby path is due.
     pub(super) next_probe: Option<Instant>,
+    /// When an authenticated packet last arrived on the path from its address.
+    pub(super) heard: Option<Instant>,
+    /// The arrival before `heard` at an earlier instant (a batch read at one instant
+    /// counts once).
+    pub(super) heard_before: Option<Instant>,
+    /// Smoothed gap between arrivals (each sample at most the path's smoothed RTT, so an
+    /// idle spell does not inflate it for long).
+    pub(super) gap: Duration,
+    /// Gaps measured, up to [`GAP_SAMPLES`].
+    pub(super) gap_samples: u32,
 }
 
 /// Timers of one path.
@@ -170,11 +192,36 @@ impl PathData {
         self.liveness.waiting_since.get_or_insert(now);
     }
 
-    /// An authenticated packet arrived on this path: it lives. Returns whether it had been
-    /// declared dead (it comes back into use).
-    pub(super) fn on_heard(&mut self) -> bool {
-        self.liveness.waiting_since = None;
-        std::mem::take(&mut self.liveness.dead)
+    /// An authenticated packet arrived on this path at `now`: it lives. Returns whether
+    /// it had been declared dead (it comes back into use).
+    pub(super) fn on_heard(&mut self, now: Instant) -> bool {
+        let l = &mut self.liveness;
+        l.waiting_since = None;
+        if let Some(last) = l.heard.filter(|&t| now > t) {
+            let sample = (now - last).min(self.rtt.srtt());
+            l.gap = if l.gap_samples == 0 {
+                sample
+            } else {
+                (l.gap * 7 + sample) / 8
+            };
+            l.gap_samples = (l.gap_samples + 1).min(GAP_SAMPLES);
+            l.heard_before = Some(last);
+        }
+        l.heard = Some(now);
+        std::mem::take(&mut l.dead)
+    }
+
+    /// How long this path may stay silent while another path is heard before it is
+    /// declared dead: [`SILENT_GAPS`] of its arrival gaps, four RTT variations (a jittery
+    /// path's answers bunch and spread by that much), and at least [`SILENT_FLOOR`].
+    /// `None` until enough gaps are measured (a path that was never busy has no cadence
+    /// to miss).
+    pub(super) fn silent_after(&self) -> Option<Duration> {
+        (self.liveness.gap_samples >= GAP_SAMPLES).then(|| {
+            (self.liveness.gap * SILENT_GAPS)
+                .max(self.rtt.rttvar() * 4)
+                .max(SILENT_FLOOR)
+        })
     }
 
     /// Starts validating `addr` with `token` (replacing any challenge in flight).

@@ -72,6 +72,11 @@ impl Paths {
         self.list.iter()
     }
 
+    /// Whether a path is declared dead (what it held may leave holes that no ACK reports).
+    pub(super) fn any_dead(&self) -> bool {
+        self.list.iter().any(|p| p.liveness.dead)
+    }
+
     /// Index of the path with wire id `id`.
     pub(super) fn index_of(&self, id: u8) -> Option<usize> {
         self.list.iter().position(|p| p.id == id)

@@ -127,7 +127,7 @@ impl Connection {
                     // Echoed on this path to where it came from (the latest only).
                     self.paths.get_mut(i).validation.respond = Some((token, from));
                 }
-                Chunk::PathResponse(token) => self.on_path_response(i, token, from),
+                Chunk::PathResponse(token) => self.on_path_response(now, i, token, from),
                 Chunk::Source { id, payload } => {
                     eliciting = true;
                     let _ = self.recv.decoder.receive_source(id, payload);

@@ -76,8 +76,10 @@ impl Connection {
         }
         let (_, delay) = self.loss_thresholds(i);
         let empty = self.encoder.is_empty();
+        // A dead path's flight may hold holes no ACK will report.
+        let died = self.paths.any_dead();
         self.repair
-            .watch_in_order_point(now, moved.is_some(), empty, delay);
+            .watch_in_order_point(now, moved.is_some(), empty, delay, died);
         let covered = self.repair.peer_next_in_order();
         let p = self.paths.get_mut(i);
         let ack_index = p.sent.index_after(ack.largest_pn);
@@ -86,6 +88,7 @@ impl Connection {
             p.cc.on_ack(now, newly_acked, p.sent.in_flight(), &p.rtt);
         }
         self.settle_other_paths(now, i, covered);
+        self.lose_dead_paths_hole(now, i, covered);
         self.detect_lost(now, i);
         let p = self.paths.get_mut(i);
         let (mut after, mut first_source_after) = p.sent.sent_after(ack.largest_pn);
@@ -93,8 +96,14 @@ impl Connection {
         let mut repairs_in_flight = p.sent.repairs_in_flight();
         let (id, loss_p) = (p.id, p.loss.p());
         // The other paths' flights are on their way too: a repair there covers this
-        // ACK's deficit as well (one coding window spans the paths).
-        for q in self.paths.iter_mut().filter(|q| q.id != id) {
+        // ACK's deficit as well (one coding window spans the paths). Not a dead path's:
+        // its repairs cannot be counted on, and its sources are either settled as the
+        // in-order point passes them or found lost when it reaches them.
+        for q in self
+            .paths
+            .iter_mut()
+            .filter(|q| q.id != id && !q.liveness.dead)
+        {
             let (f, first) = q.sent.unacked_flight();
             after.add(&f);
             first_source_after = match (first_source_after, first) {
@@ -111,6 +120,7 @@ impl Connection {
             quiet: !repairs_in_flight && !unresolved,
             p: loss_p,
             unacked: self.unacked(),
+            multipath: self.paths.len() > 1,
         };
         self.repair.on_ack(&summary);
         self.owe_tail_shortfall();

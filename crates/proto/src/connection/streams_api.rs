@@ -62,6 +62,6 @@ impl Connection {
 
     /// Whether a write on `id` would take bytes now.
     pub fn is_writable(&self, id: StreamId) -> bool {
-        self.streams.is_writable(id)
+        self.streams.is_writable(id, &self.config)
     }
 }

@@ -68,6 +68,12 @@ impl RepairDebt {
         }
     }
 
+    /// Owed repairs for symbols `id` and above (their range ends beyond `id`).
+    pub(crate) fn count_from(&self, id: SymbolId) -> u32 {
+        let below = self.ends.partition_point(|&e| e <= id);
+        u32::try_from(self.ends.len() - below).unwrap_or(u32::MAX)
+    }
+
     /// The lowest end owed (the next repair [`RepairDebt::take`] would give).
     pub(crate) fn first(&self) -> Option<SymbolId> {
         self.ends.front().copied()

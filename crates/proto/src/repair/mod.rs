@@ -19,10 +19,9 @@ mod tests;
 use self::debt::RepairDebt;
 use self::redundancy::RedundancyPolicy;
 pub(crate) use self::redundancy::MAX_BLOCK;
-pub(crate) use self::tail::TailLossSamples;
-use crate::config::RepairPriority;
+pub(crate) use self::tail::{budget as tail_budget, TailLossSamples};
 use crate::estimate::loss::GilbertParams;
-use crate::sent::{InFlightAfter, SentKind, TailCensus};
+use crate::sent::{InFlightAfter, SentKind};
 use ctcp_rlnc::SymbolId;
 use std::time::{Duration, Instant};
 
@@ -112,6 +111,10 @@ pub(crate) struct AckSummary {
     pub(crate) p: f64,
     /// The encoder's window after the ACK retired what the peer holds.
     pub(crate) unacked: Unacked,
+    /// The session has several paths: sources sent on a slower path can lie above every
+    /// id this ACK's path carried, so owed repairs for sources above both the peer's
+    /// highest seen id and `first_source_after` (a dead path's flight) are unseen too.
+    pub(crate) multipath: bool,
 }
 
 /// What [`RepairScheduler::repair_ratio`] sizes the proactive share from.
@@ -303,7 +306,10 @@ impl RepairScheduler {
     /// again: in-order delivery stands still until the coding window fills and tail
     /// repairs span it (evidence: docs/experiments/code-evidence.md#stall-watch). So when
     /// the in-order point has not moved (`moved` false) for [`STALL_ROUNDS`] loss-detection
-    /// delays (`loss_delay`, at least [`STALL_FLOOR`]), about two lost repairs in a row,
+    /// delays (`loss_delay`, at least [`STALL_FLOOR`]), about two lost repairs in a row
+    /// (half a delay and no floor while a path of the session is dead, `path_died`: a
+    /// hole its flight left that no ACK reported, a loss among what it sent before the
+    /// failure whose ACKs died with it, is found only here),
     /// one repair is owed for that hole alone (its range ends just after it), unless the
     /// owed repairs already start with one for it, and the watch rearms. Checked as ACKs
     /// arrive, after [`RepairScheduler::on_in_order`]; `unacked_empty`: the encoder holds
@@ -314,6 +320,7 @@ impl RepairScheduler {
         moved: bool,
         unacked_empty: bool,
         loss_delay: Duration,
+        path_died: bool,
     ) {
         let covered = self.peer_next_in_order;
         if self.stall_repair.is_some_and(|e| e <= covered) {
@@ -331,11 +338,27 @@ impl RepairScheduler {
             }
         };
         // `covered` is the encoder's first id, so a non-empty encoder holds it.
-        if now >= since + (loss_delay * STALL_ROUNDS).max(STALL_FLOOR) {
+        let wait = if path_died {
+            loss_delay / 2
+        } else {
+            (loss_delay * STALL_ROUNDS).max(STALL_FLOOR)
+        };
+        if now >= since + wait {
             // Already owed and waiting for the window: sending it twice helps nothing.
             if self.debt.first().is_none_or(|e| e > covered + 1) {
                 self.stall_repair = Some(covered + 1);
             }
+            self.in_order_since = Some(now);
+        }
+    }
+
+    /// The hole at the peer's in-order point is known lost (it went down with a path, and
+    /// no ACK reported it): the stall watch's repair, which the deficit cap never drops,
+    /// is owed for it now, unless the owed repairs already start with one for it.
+    pub(crate) fn owe_hole(&mut self, now: Instant) {
+        let covered = self.peer_next_in_order;
+        if self.debt.first().is_none_or(|e| e > covered + 1) {
+            self.stall_repair = Some(covered + 1);
             self.in_order_since = Some(now);
         }
     }
@@ -395,10 +418,13 @@ impl RepairScheduler {
         let surplus = (f64::from(a.after.reactive) * (1.0 - p) + speculative).floor() as u32;
         // The peer's deficit cannot count symbols it never saw (a lost tail): sources sent
         // no later than this ACK's packet that the peer has not seen are owed too.
-        let unseen = a
-            .first_source_after
-            .unwrap_or(a.unacked.next)
-            .saturating_sub(a.highest_seen.max(covered));
+        let unseen_to = a.first_source_after.unwrap_or(a.unacked.next);
+        let mut unseen = unseen_to.saturating_sub(a.highest_seen.max(covered));
+        if a.multipath {
+            // Also owed for symbols above both (a dead path's flight): else the cap dropped
+            // its oldest holes, and nothing decoded until every hole had its repair.
+            unseen += u64::from(self.debt.count_from(unseen_to.max(a.highest_seen)));
+        }
         // Speculative repairs the peer already holds lower its deficit and are not added
         // back: the deficit is the number of further equations the peer needs. Adding them
         // back let the cap owe narrow repairs for holes the tail had already filled, which
@@ -565,10 +591,4 @@ impl RepairScheduler {
         // Bound the credit so a long idle period does not bank a burst of repairs.
         self.credit = self.credit.min(MAX_CREDIT);
     }
-}
-
-/// Tail repairs for the flight `census` describes at loss rate `p` under `priority` (see
-/// [`tail::budget`] for the rule).
-pub(crate) fn tail_budget(p: f64, census: &TailCensus, priority: RepairPriority) -> u32 {
-    tail::budget(p, census, priority)
 }

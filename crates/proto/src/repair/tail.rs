@@ -85,7 +85,7 @@ impl TailLossSamples {
 ///
 /// Under [`RepairPriority::Bandwidth`] only a flight of one or two symbols gets a budget:
 /// its loss would otherwise wait for a probe, since nothing follows it to reveal the hole.
-pub(super) fn budget(p: f64, c: &TailCensus, priority: RepairPriority) -> u32 {
+pub(crate) fn budget(p: f64, c: &TailCensus, priority: RepairPriority) -> u32 {
     if p <= 0.0 {
         return 0;
     }

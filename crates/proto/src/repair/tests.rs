@@ -3,7 +3,9 @@
 
 use super::tail::tiny_flight_repairs;
 use super::*;
+use crate::config::RepairPriority;
 use crate::estimate::loss::LossEstimator;
+use crate::sent::TailCensus;
 use RepairPriority::Latency;
 
 #[allow(clippy::disallowed_methods)] // a fixed base instant for the tests
@@ -79,7 +81,7 @@ impl Sender {
         }
         let empty = self.first == self.next;
         self.s
-            .watch_in_order_point(self.now, moved.is_some(), empty, self.delay);
+            .watch_in_order_point(self.now, moved.is_some(), empty, self.delay, false);
         self.s.on_ack(&AckSummary {
             deficit,
             highest_seen: self.next,
@@ -88,6 +90,7 @@ impl Sender {
             quiet,
             p: self.p,
             unacked: self.unacked(),
+            multipath: false,
         });
     }
 
@@ -597,6 +600,7 @@ fn a_tail_short_of_what_the_peer_lacks_is_owed_the_rest() {
         quiet: false,
         p: 0.0,
         unacked: t.unacked(),
+        multipath: false,
     });
     assert_eq!(
         t.s.debt_len(),

@@ -178,6 +178,19 @@ impl SentLedger {
         self.in_flight
     }
 
+    /// Packets in flight sent at or before `cutoff`, counted from the oldest and up to
+    /// `enough` (the scan stops there, or at the first packet sent after `cutoff`).
+    pub(crate) fn in_flight_sent_by(&self, cutoff: Instant, enough: u64) -> u64 {
+        let mut n = 0;
+        for p in self.sent.iter().take_while(|p| p.time <= cutoff) {
+            n += u64::from(p.in_flight);
+            if n >= enough {
+                break;
+            }
+        }
+        n
+    }
+
     /// Records the datagram numbered [`SentLedger::next_pn`] as sent at `now`; an
     /// ack-eliciting one counts in flight. Returns the packets in flight.
     pub(crate) fn on_sent(&mut self, now: Instant, kind: SentKind, eliciting: bool) -> u64 {
@@ -282,6 +295,34 @@ impl SentLedger {
         if out.largest.is_none_or(|(l, _, _)| pn > l) {
             out.largest = Some((pn, time, eliciting));
         }
+    }
+
+    /// Declares lost the source packet carrying symbol `id` if it is in flight and was
+    /// sent at or before `sent_by`; returns its kind if it was.
+    pub(crate) fn lose_source(&mut self, id: SymbolId, sent_by: Instant) -> Option<SentKind> {
+        // Packets that left flight otherwise sit at the top of the queue until met.
+        while let Some(&Reverse((key, pn))) = self.settle_queue.peek() {
+            let i = pn.checked_sub(self.base).map(|i| i as usize);
+            let p = i.and_then(|i| self.sent.get(i));
+            if p.is_some_and(|p| p.in_flight && !p.acked) {
+                if key != id + 1 {
+                    return None;
+                }
+                break;
+            }
+            self.settle_queue.pop();
+        }
+        let Reverse((_, pn)) = *self.settle_queue.peek()?;
+        let p = self.sent.get_mut((pn - self.base) as usize)?;
+        if !matches!(p.kind, SentKind::Source(s) if s == id) || p.time > sent_by {
+            return None;
+        }
+        p.lost = true;
+        p.in_flight = false;
+        self.in_flight -= 1;
+        let kind = p.kind;
+        self.left_flight(pn, kind);
+        Some(kind)
     }
 
     /// Settles what the cumulative symbol ACK made obsolete (the peer holds every symbol
@@ -469,25 +510,29 @@ impl SentLedger {
         self.in_flight_from(self.largest_acked.map_or(0, |l| self.index_after(l)))
     }
 
-    /// Declares every packet in flight lost (its path died), calling `on_lost` with each
-    /// one's kind, oldest first; returns how many.
-    pub(crate) fn declare_all_lost(&mut self, mut on_lost: impl FnMut(SentKind)) -> u64 {
-        let mut lost = 0;
+    /// Declares lost every packet in flight that `lost` accepts by send time and kind (its
+    /// path died), calling `on_lost` with each one's kind, oldest first; returns how many.
+    pub(crate) fn declare_lost_sent(
+        &mut self,
+        lost: impl Fn(Instant, SentKind) -> bool,
+        mut on_lost: impl FnMut(SentKind),
+    ) -> u64 {
+        let mut n = 0;
         for i in 0..self.sent.len() {
             let p = &mut self.sent[i];
-            if !p.in_flight || p.acked {
+            if !p.in_flight || p.acked || !lost(p.time, p.kind) {
                 continue;
             }
             p.lost = true;
             p.in_flight = false;
-            lost += 1;
+            n += 1;
             let kind = p.kind;
             on_lost(kind);
             // The kept flight counts follow every packet out, as the ACK and RACK paths do.
             self.left_flight(self.base + i as u64, kind);
         }
-        self.in_flight -= lost;
-        lost
+        self.in_flight -= n;
+        n
     }
 
     /// Whether any repair is in flight.
@@ -571,10 +616,49 @@ mod tests {
             true,
         );
         let mut kinds = 0;
-        assert_eq!(l.declare_all_lost(|_| kinds += 1), 31);
+        assert_eq!(l.declare_lost_sent(|_, _| true, |_| kinds += 1), 31);
         assert_eq!(kinds, 31);
         assert_eq!(l.in_flight(), 0);
         assert!(!l.repairs_in_flight());
         assert_eq!(l.in_flight_from(0).0, InFlightAfter::default());
+    }
+
+    /// A path declared dead at an estimated failure time: only what it sent from then on
+    /// is lost; the older flight stays until the in-order point reaches a hole in it,
+    /// which `lose_source` then declares (once, and only once it is overdue).
+    #[test]
+    #[allow(clippy::disallowed_methods)] // a base instant for the test; time is offsets
+    fn a_flight_lost_from_a_time_keeps_the_older_part_for_the_in_order_point() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut l = SentLedger::starting_at(0);
+        for id in 0..10 {
+            l.on_sent(t0 + ms(id * 10), SentKind::Source(id), true);
+        }
+        assert_eq!(l.in_flight_sent_by(t0 + ms(25), 100), 3);
+        assert_eq!(
+            l.in_flight_sent_by(t0 + ms(95), 4),
+            4,
+            "the scan stops at enough"
+        );
+        let mut lost = Vec::new();
+        let n = l.declare_lost_sent(|sent, _| sent >= t0 + ms(50), |k| lost.push(k));
+        assert_eq!(n, 5);
+        assert!(matches!(lost[0], SentKind::Source(5)));
+        assert_eq!(l.in_flight(), 5);
+        // The peer's in-order point reaches 2: 0 and 1 are settled, 2 is the hole.
+        assert_eq!(l.settle_covered(2), 2);
+        assert!(
+            l.lose_source(3, t0 + ms(100)).is_none(),
+            "not the first in flight"
+        );
+        assert!(l.lose_source(2, t0 + ms(10)).is_none(), "not overdue yet");
+        assert!(matches!(
+            l.lose_source(2, t0 + ms(20)),
+            Some(SentKind::Source(2))
+        ));
+        assert!(l.lose_source(2, t0 + ms(20)).is_none(), "declared once");
+        assert_eq!(l.in_flight(), 2);
+        assert_eq!(l.in_flight_from(0).0.sources, 2);
     }
 }

@@ -31,7 +31,7 @@ pub use self::handshake::{
 
 /// Protocol version carried in the handshake; a peer of another version is refused (the
 /// history is in docs/PROTOCOL.md, "Versions").
-pub const VERSION: u8 = 8;
+pub const VERSION: u8 = 9;
 
 /// Packet type: client → server handshake request.
 pub const TYPE_INITIATE: u8 = 0x01;
@@ -94,17 +94,13 @@ pub const HANDSHAKE_CONN_ID_OFFSET: usize = 2;
 pub const RANDOM_LEN: usize = 32;
 /// Length of a handshake MAC (HMAC-SHA256 truncated).
 pub const MAC_LEN: usize = 16;
-/// Length of the AEAD tag appended to every data packet: AES-256-GCM's tag truncated to
-/// 96 bits, which NIST SP 800-38D allows without restriction and IPsec uses (RFC 4106's
-/// 12-octet ICV). Why not 16: the tag is per-packet overhead on every datagram, and on a
-/// lossy link the bytes put on the wire per goodput byte are what ctcp is judged by; the
-/// 4 bytes are 0.27 % of the link, almost half of what a 1.05 / (1 − loss) wire budget
-/// leaves above the headers and the erasure minimum. A forgery still needs a 2^-96 guess
-/// per datagram (less a few bits for a datagram of 90 GHASH blocks), and a failed guess
-/// is a silent drop that changes no state.
-pub const TAG_LEN: usize = 12;
-/// Length of a stateless-reset token (HMAC-SHA256 truncated): as long as the AEAD tag, so
-/// a RESET stays smaller than the smallest data packet that may trigger one.
+/// Length of the AEAD tag appended to every data packet: AES-256-GCM's full 128-bit tag.
+/// A 96-bit tag would save 4 bytes per datagram (0.27 % of a full one), but ring opens
+/// only full tags, and the short tag's open took two GCM passes and a copy, more than
+/// twice a one-pass open (figures: BENCHMARKS.md, "Data path and scale").
+pub const TAG_LEN: usize = 16;
+/// Length of a stateless-reset token (HMAC-SHA256 truncated): short enough that a RESET
+/// stays smaller than the smallest data packet that may trigger one.
 pub const RESET_TOKEN_LEN: usize = 12;
 /// Length of the packet number in a DATA header: the low 24 bits of the transmission
 /// number (see [`expand_u24`]).

@@ -191,8 +191,8 @@ fn handshake_round_trip_and_sizes() {
         assert_eq!(out.len(), len);
         assert_eq!(Accept::parse(&out).unwrap(), a);
         let mut bad = out.clone();
-        bad[1] = 9;
-        assert_eq!(Accept::parse(&bad), Err(WireError::Version(9)));
+        bad[1] = 10;
+        assert_eq!(Accept::parse(&bad), Err(WireError::Version(10)));
         assert!(Accept::parse(&out[..ACCEPT_LEN - 1]).is_err());
     }
 }
@@ -363,7 +363,7 @@ fn reset_round_trip_and_sizes() {
             REJECT_LEN,
             REJECT_SIGNED_LEN
         ),
-        (8, 89, 87, 17, 20, 23, 65)
+        (8, 89, 87, 17, 24, 23, 65)
     );
 }
 

@@ -4,22 +4,37 @@
 //!
 //! Per-stream buffers and credit are [`crate::stream`]'s halves; this part decides which
 //! stream speaks next, and turns decoded frames into stream data and events.
+//!
+//! Everything per packet costs the streams the packet touches, not the streams the
+//! session holds: streams with a frame to send wait in a ready queue (round robin over
+//! it), the bytes buffered over all streams are counted exactly as they come and go, and
+//! a blocked writer is woken by its own stream draining, or once per refill of the
+//! session budget.
 
 use crate::config::TransportConfig;
 use crate::connection::{ConnectionError, Event, Side, StreamApiError};
-use crate::frame::{self, Frame, OpenResult, StreamId, Target};
+use crate::frame::{Frame, OpenResult, StreamId, Target};
 use crate::stream::{ReadOutcome, RecvHalf, SendHalf, StreamError};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Stream reset code: the peer exceeded the stream limit.
 pub const RESET_REFUSED: u8 = 0xfe;
 
+/// The least a stream may buffer however many share the session's send budget: about
+/// a dozen symbols, so a writer woken at half of it still has data queued.
+const MIN_STREAM_SHARE: usize = 16 << 10;
+
 /// One stream's two halves and whether the application was told about them.
 #[derive(Debug)]
 struct Stream {
     send: SendHalf,
     recv: RecvHalf,
+    /// A write was cut short by the stream's own limit: wake it once half has drained.
     write_blocked: bool,
+    /// In `Streams::budget_waiters`: a write was cut short by the session budget.
+    budget_waiting: bool,
+    /// In `Streams::ready` (may linger there after its frames are gone).
+    queued: bool,
     read_notified: bool,
 }
 
@@ -29,6 +44,8 @@ impl Stream {
             send: SendHalf::new(config.stream_window, config.stream_send_buffer),
             recv: RecvHalf::new(config.stream_window),
             write_blocked: false,
+            budget_waiting: false,
+            queued: false,
             read_notified: false,
         }
     }
@@ -89,17 +106,25 @@ pub(crate) struct Streams {
     next_local: StreamId,
     highest_peer: Option<StreamId>,
     control: VecDeque<OwnedFrame>,
-    /// The stream the next symbol's data starts with.
-    rr_cursor: StreamId,
+    /// Streams with a frame to send, in turn order: the front starts the next symbol's
+    /// data. Holds every such stream once (`Stream::queued`), and possibly ids whose
+    /// frames are gone or whose stream was forgotten (dropped when they come up).
+    ready: VecDeque<StreamId>,
+    /// Streams whose last write the session budget cut short, woken in order once the
+    /// budget has room again (`Stream::budget_waiting`).
+    budget_waiters: VecDeque<StreamId>,
+    /// Bytes the stream at the front of `ready` has sent in its current turn.
+    turn_sent: usize,
     peer_max_data: u64,
     data_sent: u64,
     local_max_data: u64,
     data_received: u64,
     data_read: u64,
-    /// Upper bound of the bytes queued on all streams (exact after a recount); checked
-    /// against `config.session_send_buffer`.
+    /// Bytes queued on all streams and not yet framed, exactly; checked against
+    /// `config.session_send_buffer`.
     send_buffered: usize,
-    /// A write was cut short by the session budget: wake blocked streams when it frees.
+    /// A write was cut short by the session budget: wake `budget_waiters` when a quarter
+    /// of it is free again.
     budget_blocked: bool,
     /// The peer-stream limit has been reported at warn level for this session.
     limit_logged: bool,
@@ -118,7 +143,9 @@ impl Streams {
             },
             highest_peer: None,
             control: VecDeque::new(),
-            rr_cursor: 0,
+            ready: VecDeque::new(),
+            budget_waiters: VecDeque::new(),
+            turn_sent: 0,
             peer_max_data: config.session_window,
             data_sent: 0,
             local_max_data: config.session_window,
@@ -161,8 +188,15 @@ impl Streams {
         if let Some(s) = self.map.get(&id) {
             let send_done = s.send.reset || (s.send.fin_sent && s.send.buffered() == 0);
             if send_done && s.recv.is_done() {
-                self.map.remove(&id);
+                self.remove(id);
             }
+        }
+    }
+
+    /// Forgets a stream, returning its unsent bytes to the session budget.
+    fn remove(&mut self, id: StreamId) {
+        if let Some(mut s) = self.map.remove(&id) {
+            self.send_buffered -= s.send.discard_pending();
         }
     }
 
@@ -190,26 +224,28 @@ impl Streams {
         data: &[u8],
         config: &TransportConfig,
     ) -> Result<usize, StreamApiError> {
+        let cap = self.stream_cap(config);
         let s = self.map.get_mut(&id).ok_or(StreamApiError::UnknownStream)?;
         if s.send.reset {
             return Err(StreamApiError::Reset);
         }
         let budget = config.session_send_buffer;
-        let mut room = budget.saturating_sub(self.send_buffered);
-        if room < data.len() {
-            // The running total only over-estimates (resets and forgotten streams do not
-            // subtract); recount before refusing.
-            self.send_buffered = self.map.values().map(|s| s.send.buffered()).sum();
-            room = budget.saturating_sub(self.send_buffered);
-        }
-        let Some(s) = self.map.get_mut(&id) else {
-            return Err(StreamApiError::UnknownStream);
-        };
-        let n = s.send.write(&data[..data.len().min(room)]);
+        let room = budget.saturating_sub(self.send_buffered);
+        let own_room = s.send.limit(cap).saturating_sub(s.send.buffered());
+        let n = s.send.write(&data[..data.len().min(room)], cap);
         self.send_buffered += n;
-        if n < data.len() {
-            s.write_blocked = true;
-            if room < data.len() {
+        if n < data.len() && !s.send.fin_requested {
+            if own_room <= room {
+                s.write_blocked = true;
+            } else if !s.budget_waiting {
+                s.budget_waiting = true;
+                self.budget_waiters.push_back(id);
+                if self.budget_waiters.len() > 2 * self.map.len() + 16 {
+                    // Forgotten streams' ids: keep the queue bounded by the open streams.
+                    let map = &self.map;
+                    self.budget_waiters
+                        .retain(|id| map.get(id).is_some_and(|s| s.budget_waiting));
+                }
                 if !self.budget_blocked {
                     tracing::debug!(
                         budget,
@@ -219,6 +255,9 @@ impl Streams {
                 self.budget_blocked = true;
             }
         }
+        if n > 0 {
+            self.mark_ready(id);
+        }
         Ok(n)
     }
 
@@ -226,6 +265,7 @@ impl Streams {
     pub(crate) fn finish(&mut self, id: StreamId) -> Result<(), StreamApiError> {
         let s = self.map.get_mut(&id).ok_or(StreamApiError::UnknownStream)?;
         s.send.fin_requested = true;
+        self.mark_ready(id);
         Ok(())
     }
 
@@ -270,7 +310,7 @@ impl Streams {
             s.recv.reset = Some(code);
         }
         self.control.push_back(OwnedFrame::Reset { id, code });
-        self.map.remove(&id);
+        self.remove(id);
         Ok(())
     }
 
@@ -293,8 +333,10 @@ impl Streams {
     }
 
     /// Whether a write on `id` would take bytes now.
-    pub(crate) fn is_writable(&self, id: StreamId) -> bool {
-        self.map.get(&id).is_some_and(|s| s.send.is_writable())
+    pub(crate) fn is_writable(&self, id: StreamId, config: &TransportConfig) -> bool {
+        let cap = self.stream_cap(config);
+        self.send_buffered < config.session_send_buffer
+            && self.map.get(&id).is_some_and(|s| s.send.is_writable(cap))
     }
 
     /// Fills `payload` (cleared first) with frames for one source symbol of at most `cap`
@@ -317,98 +359,26 @@ impl Streams {
             frame.emit(payload);
             self.control.pop_front();
         }
-        self.take_stream_data(payload, cap, events);
-        if self.budget_blocked && self.send_buffered < config.session_send_buffer {
+        let stream_cap = self.stream_cap(config);
+        self.take_stream_data(payload, cap, stream_cap, events);
+        let budget = config.session_send_buffer;
+        if self.budget_blocked && self.send_buffered <= budget - budget / 4 {
+            // Once per refill, not per symbol: a writer woken into a full budget would
+            // only block again.
             self.budget_blocked = false;
-            for (&id, s) in self.map.iter_mut() {
-                if s.write_blocked && s.send.is_writable() {
-                    s.write_blocked = false;
-                    events.push_back(Event::StreamWritable(id));
+            while let Some(id) = self.budget_waiters.pop_front() {
+                if let Some(s) = self.map.get_mut(&id) {
+                    s.budget_waiting = false;
+                    if s.send.is_writable(stream_cap) {
+                        events.push_back(Event::StreamWritable(id));
+                    } else {
+                        // Its own limit shrank meanwhile (more streams share the budget).
+                        s.write_blocked = true;
+                    }
                 }
             }
         }
         !payload.is_empty()
-    }
-
-    /// Appends stream data, round-robin from the cursor. The frame that ends the payload
-    /// goes without its length: each frame is sized against that shorter header, so a
-    /// symbol fills exactly, and one left without room for its length ends the payload.
-    /// A frame that had room but turned out to be the last one (the data ran out) loses
-    /// its length afterwards: `open_tail` is where it starts.
-    fn take_stream_data(
-        &mut self,
-        payload: &mut Vec<u8>,
-        cap: usize,
-        events: &mut VecDeque<Event>,
-    ) {
-        // Round-robin from the cursor, once around, each stream with a frame to send
-        // visited in turn; the next one is looked up only when the payload has room, so a
-        // symbol costs the streams it carries, not every stream of the session (1,000
-        // streams with data made each packet walk 1,000 entries). Only the visited stream
-        // changes in a turn, so looking its successor up late finds what an up-front list
-        // would have.
-        let start = self.rr_cursor;
-        let (mut pos, mut wrapped) = (start, false);
-        let mut open_tail = None;
-        loop {
-            let range = if wrapped {
-                self.map.range(pos..start)
-            } else {
-                self.map.range(pos..)
-            };
-            let Some(id) = range
-                .filter(|(_, s)| s.send.has_frame())
-                .map(|(id, _)| *id)
-                .next()
-            else {
-                if wrapped {
-                    break;
-                }
-                (pos, wrapped) = (0, true);
-                continue;
-            };
-            pos = id + 1;
-            let room = cap.saturating_sub(payload.len());
-            let session_credit = self.peer_max_data.saturating_sub(self.data_sent) as usize;
-            let Some(s) = self.map.get_mut(&id) else {
-                continue;
-            };
-            let header = frame::stream_last_header_len(id, s.send.offset);
-            if room <= header {
-                break;
-            }
-            let max = (room - header).min(session_credit);
-            if max == 0 && !(s.send.fin_requested && s.send.buffered() == 0) {
-                continue;
-            }
-            let (offset, n, fin) = s.send.peek_frame(max);
-            self.data_sent += n as u64;
-            self.send_buffered = self.send_buffered.saturating_sub(n);
-            let ends_payload = frame::stream_header_len(id, offset) + n > room;
-            if ends_payload {
-                frame::emit_stream_header(payload, id, offset, fin, None);
-                open_tail = None;
-            } else {
-                open_tail = Some(payload.len());
-                frame::emit_stream_header(payload, id, offset, fin, Some(n as u16));
-            }
-            let sent_fin = s.send.take_into(n, payload);
-            debug_assert_eq!(sent_fin, fin);
-            if s.write_blocked && s.send.is_writable() {
-                s.write_blocked = false;
-                events.push_back(Event::StreamWritable(id));
-            }
-            self.rr_cursor = id + 1;
-            self.maybe_forget(id);
-            if ends_payload {
-                break;
-            }
-        }
-        if let Some(start) = open_tail {
-            // Nothing followed that frame (only stream frames come after control frames).
-            let dropped = frame::drop_final_stream_length(payload, start);
-            debug_assert!(dropped, "the payload's final frame is a length-form STREAM");
-        }
     }
 
     /// Applies a decoded frame (any but PATH, which is the handshake's).
@@ -439,6 +409,7 @@ impl Streams {
                 if let Some(s) = self.map.get_mut(&id) {
                     s.recv.reset = Some(code);
                     s.send.reset = true;
+                    self.send_buffered -= s.send.discard_pending();
                     s.read_notified = true;
                     events.push_back(Event::StreamReadable(id));
                 }
@@ -447,6 +418,7 @@ impl Streams {
                 if let Some(s) = self.map.get_mut(&id) {
                     s.send.max_data = s.send.max_data.max(max);
                 }
+                self.mark_ready(id);
             }
             Frame::MaxData { max } => self.peer_max_data = self.peer_max_data.max(max),
             Frame::Path { .. } => {}
@@ -530,3 +502,7 @@ impl Streams {
         Ok(true)
     }
 }
+
+#[cfg(test)]
+mod tests;
+mod turns;
