@@ -62,9 +62,17 @@ pub(super) struct TrainProbe {
     accept_len: usize,
     /// The server's arrival report with the most copies so far.
     report: handshake_train::Report,
-    /// The train ACCEPTs after the first to arrive: the burst the server sends once the
-    /// train has passed it, spaced by the downlink alone.
+    /// ACCEPTs of odd train positions, answered as their copies arrived: the own-rate
+    /// measurement ends [`handshake_train::QUIET`] after the last of them.
+    paced: Arrivals,
+    /// ACCEPTs of even train positions: the burst the server sends once the train has
+    /// passed it, spaced by the downlink alone (the PATH rate).
     burst: Arrivals,
+    /// The own rate (the server's report) went to our controller; the PATH frame waits
+    /// for the burst.
+    up_done: bool,
+    /// The burst measurement ends at this time.
+    back_deadline: Option<Instant>,
     /// Shortest INITIATE → ACCEPT time of a train copy.
     rtt: Option<Duration>,
     /// The measurement ends at this time (reset by each train ACCEPT).
@@ -80,7 +88,10 @@ impl Handshake {
             len: 0,
             accept_len: 0,
             report: handshake_train::Report::default(),
+            paced: Arrivals::default(),
             burst: Arrivals::default(),
+            up_done: false,
+            back_deadline: None,
             rtt: None,
             deadline: None,
         });
@@ -105,7 +116,12 @@ impl Handshake {
 
     /// When the train measurement ends, if one runs.
     pub(super) fn probe_deadline(&self) -> Option<Instant> {
-        self.probe.as_ref().and_then(|p| p.deadline)
+        let p = self.probe.as_ref()?;
+        if p.up_done {
+            p.back_deadline
+        } else {
+            p.deadline
+        }
     }
 
     /// When the held train ACCEPTs go out, if any are held (server).
@@ -260,8 +276,10 @@ impl Connection {
         }
         p.accept_len = p.accept_len.max(accept.len);
         let first = self.hs.arrivals.count() == 1;
-        if !first {
+        if accept.train % 2 == 0 {
             p.burst.record(accept.train, now);
+        } else {
+            p.paced.record(accept.train, now);
         }
         if let Some(&sent) = p.sent.get(usize::from(accept.train) - 1) {
             // Each ACCEPT answers its own copy: the round trip of that copy.
@@ -275,16 +293,43 @@ impl Connection {
             }
             p.rtt = Some(p.rtt.map_or(sample, |r| r.min(sample)));
         }
-        p.deadline = if first {
+        if first {
             let wait = p.rtt.map_or(Duration::ZERO, |r| r * 2);
-            Some(now + handshake_train::BURST_WAIT.max(wait))
+            p.back_deadline = Some(now + handshake_train::BURST_WAIT.max(wait));
+        }
+        if accept.train % 2 == 0 {
+            p.back_deadline = p.burst.quiet_deadline();
         } else {
-            p.burst.quiet_deadline()
-        };
-        if self.hs.arrivals.count()
-            >= u32::from(handshake_train::train_len(self.config.handshake_train))
-        {
+            p.deadline = p.paced.quiet_deadline();
+        }
+        let n = u32::from(handshake_train::train_len(self.config.handshake_train));
+        if !p.up_done && p.paced.count() >= n.div_ceil(2) {
+            self.finish_own_rate(now);
+        }
+        if self.hs.arrivals.count() >= n {
             self.finish_train_probe(now);
+        }
+    }
+
+    /// Client: the paced half of the train is in (or went quiet): gives our controller
+    /// the rate towards the server (the server's report), on the schedule the whole train
+    /// had when every ACCEPT left as its copy arrived.
+    fn finish_own_rate(&mut self, now: Instant) {
+        let Some(p) = self.hs.probe.as_mut() else {
+            return;
+        };
+        if p.up_done {
+            return;
+        }
+        p.up_done = true;
+        if p.sent.is_empty() {
+            return;
+        }
+        let up = handshake_train::rate(p.report).map(|(pps, exact)| (pps * p.len as f64, exact));
+        if let Some((bytes_per_s, exact)) = up {
+            let pps = bytes_per_s / self.config.max_datagram as f64;
+            let path = self.paths.get_mut(0);
+            path.cc.on_path_estimate(now, pps, exact, &path.rtt);
         }
     }
 
@@ -292,6 +337,14 @@ impl Connection {
     /// server (the server's report) and queues a PATH frame with the rate back (the
     /// ACCEPTs' spacing) for the server's.
     pub(super) fn finish_train_probe(&mut self, now: Instant) {
+        if self.hs.probe.as_ref().is_some_and(|p| !p.up_done) {
+            self.finish_own_rate(now);
+            if self.hs.arrivals.count()
+                < u32::from(handshake_train::train_len(self.config.handshake_train))
+            {
+                return;
+            }
+        }
         let Some(p) = self.hs.probe.take() else {
             return;
         };
@@ -304,14 +357,12 @@ impl Connection {
             self.hs.loss_out = Some((p.report.seen.min(sent), sent));
             self.hs.loss_in = Some((self.hs.arrivals.count().min(p.report.seen), p.report.seen));
         }
-        let up = handshake_train::rate(p.report).map(|(pps, exact)| (pps * p.len as f64, exact));
-        if let Some((bytes_per_s, exact)) = up {
-            let pps = bytes_per_s / self.config.max_datagram as f64;
-            let path = self.paths.get_mut(0);
-            path.cc.on_path_estimate(now, pps, exact, &path.rtt);
-        }
-        let back = handshake_train::rate(p.burst.report())
-            .map(|(pps, exact)| (pps * p.accept_len as f64, exact));
+        let up = handshake_train::rate(p.report).map(|(pps, _)| pps * p.len as f64);
+        // Only even positions are in the burst: positions spanned count two per gap.
+        let mut burst = p.burst.report();
+        burst.spread /= 2;
+        let back =
+            handshake_train::rate(burst).map(|(pps, exact)| (pps * p.accept_len as f64, exact));
         if let (Some((bytes_per_s, exact)), Some(rtt)) = (back, p.rtt) {
             // The server sent the ACCEPTs after the first back to back once the train had
             // passed it, so their spacing is the downlink's alone, also where the downlink
@@ -321,7 +372,7 @@ impl Connection {
             // 600 ms").
             tracing::debug!(
                 conn = self.conn_id,
-                up_bytes_per_s = up.map(|(u, _)| u),
+                up_bytes_per_s = up,
                 back_bytes_per_s = bytes_per_s,
                 rtt_ms = rtt.as_secs_f64() * 1e3,
                 "handshake train measured"
@@ -354,7 +405,9 @@ impl Connection {
         if report.seen > 0 {
             self.hs.loss_in = Some((report.seen, self.hs.arrivals.highest()));
         }
-        let held = init.train > 0 && self.hs.accepts_queued > 1;
+        // Even positions wait for the burst; odd ones go at once, so the client's own-rate
+        // measurement sees the paced ACCEPTs it always did.
+        let held = init.train > 0 && init.train % 2 == 0;
         let mut accept = Accept {
             conn_id: self.conn_id,
             server_random: self.hs.server_random,
