@@ -35,6 +35,13 @@ const TRAIN_WINDOW: Duration = Duration::from_secs(1);
 /// The client ends the measurement when no train ACCEPT arrived for this long (or three
 /// mean gaps, on a link slow enough to space them further).
 pub(crate) const QUIET: Duration = Duration::from_millis(25);
+/// The server sends a train's ACCEPTs after the first back to back once no copy arrived
+/// for this long (or three mean gaps, on a slow uplink): see [`Arrivals::release_deadline`].
+pub(crate) const RELEASE_QUIET: Duration = Duration::from_millis(5);
+/// The client waits at least this long after the first ACCEPT for the rest of the train's
+/// ACCEPTs, which the server holds until the train has passed it (or twice the first
+/// copy's round trip, if longer: the uplink's train span can exceed a short round trip).
+pub(crate) const BURST_WAIT: Duration = Duration::from_millis(250);
 /// Shortest arrival span taken at face value: below it, timer and batching noise may
 /// dominate (a 16-copy train spans 1 ms at 170 Mbit/s), so the rate is taken over this span
 /// instead, a lower bound, and reported as inexact.
@@ -116,9 +123,19 @@ impl Arrivals {
 
     /// When the measurement may end: [`QUIET`] (or three mean gaps) after the last arrival.
     pub(crate) fn quiet_deadline(&self) -> Option<Instant> {
+        self.quiet_after(QUIET)
+    }
+
+    /// When the server may take the train as passed and send its held ACCEPTs:
+    /// [`RELEASE_QUIET`] (or three mean gaps) after the last copy.
+    pub(crate) fn release_deadline(&self) -> Option<Instant> {
+        self.quiet_after(RELEASE_QUIET)
+    }
+
+    fn quiet_after(&self, floor: Duration) -> Option<Instant> {
         let last = self.last?;
         let gaps = self.count().saturating_sub(1).max(1);
-        Some(last + QUIET.max(self.span() * 3 / gaps))
+        Some(last + floor.max(self.span() * 3 / gaps))
     }
 }
 

@@ -76,7 +76,11 @@ fn paced(chunk: usize, every: Duration, chunks: usize) -> (ConnectionStats, Conn
         while let Some(t) = d.cli.poll_transmit(now, &mut out) {
             up.push_back((now + ONE_WAY, out[..t.size].to_vec()));
         }
-        while let Some(t) = d.srv.poll_transmit(now, &mut out).filter(|_| srv_turn) {
+        // Polled only on its turn: a datagram polled and not sent would be lost unseen.
+        while let Some(t) = srv_turn
+            .then(|| d.srv.poll_transmit(now, &mut out))
+            .flatten()
+        {
             down.push_back((now + ONE_WAY, out[..t.size].to_vec()));
         }
         if read == total && done_at.is_none() {

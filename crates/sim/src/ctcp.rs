@@ -773,6 +773,23 @@ pub fn run_exchange(
     seed: Seed,
     deadline: Duration,
 ) -> Result<ExchangeReport, SimError> {
+    run_exchange_on(link, link, config, spec, seed, deadline)
+}
+
+/// [`run_exchange`] with the client-to-server direction on `up` and the server-to-client
+/// direction on `down`: a download over an asymmetric link (a satellite terminal's
+/// return channel, a DSL uplink) when `down` is the faster.
+///
+/// # Errors
+/// Fails if the simulation hits its step bound.
+pub fn run_exchange_on(
+    up: &LinkSpec,
+    down: &LinkSpec,
+    config: TransportConfig,
+    spec: ExchangeSpec,
+    seed: Seed,
+    deadline: Duration,
+) -> Result<ExchangeReport, SimError> {
     let ExchangeSpec {
         request,
         response,
@@ -781,7 +798,7 @@ pub fn run_exchange(
     } = spec;
     let mut sim = Sim::with_seed(seed);
     let start = sim.now();
-    let (fwd, ret) = sim.add_link(link);
+    let (fwd, ret) = sim.add_asymmetric_link(up, down);
     let psk = [7u8; 32];
     let cli = CtcpPeer::requester(config.clone(), &psk, seed.0, start, (request, after, think));
     let srv = CtcpPeer::responder(config, &psk, seed.0 ^ 0xdead_beef, response, think);

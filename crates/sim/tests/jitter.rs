@@ -4,7 +4,7 @@
 //! (`sim-sweep --jitter`, `--asymmetric`, `--large-pipe`); every transfer must be
 //! byte-exact.
 
-use ctcp_sim::ctcp::{run_transfer, run_transfer_on, sweep_config};
+use ctcp_sim::ctcp::{run_exchange_on, run_transfer, run_transfer_on, sweep_config, ExchangeSpec};
 use ctcp_sim::{JitterDist, LinkSpec, LossModel, Seed};
 use std::time::Duration;
 
@@ -86,6 +86,39 @@ fn asymmetric_return_path() {
     println!("efficiency {eff:.3}, ack/goodput {:.3}", r.ack_per_goodput);
     assert!(r.bytes_ok);
     assert!(eff >= 0.8, "efficiency {eff:.3}");
+}
+
+/// A download over the same link: the server sends on the fast direction and hears the
+/// client over the slow one. The handshake train's ACCEPTs must measure the downlink, not
+/// the uplink that spaces the INITIATEs, or the server's first window is the uplink's BDP
+/// and it ramps from there for seconds.
+#[test]
+fn a_download_over_a_slow_uplink_starts_at_the_downlink_rate() {
+    let down = LinkSpec::new(RATE, Duration::from_millis(600)).loss(LossModel::Bernoulli(0.05));
+    let up = LinkSpec {
+        rate_bps: Some(RATE / 10),
+        ..down.clone()
+    };
+    let spec = ExchangeSpec {
+        request: 300,
+        response: 10_000_000,
+        after: Duration::from_secs(1),
+        think: Duration::ZERO,
+    };
+    let r = run_exchange_on(
+        &up,
+        &down,
+        sweep_config(),
+        spec,
+        Seed::from_env_or(15),
+        Duration::from_secs(120),
+    )
+    .unwrap();
+    assert!(r.bytes_ok, "the reply did not arrive intact");
+    let took = r.took.expect("the reply completed").as_secs_f64();
+    let eff = efficiency(spec.response as f64 * 8.0 / took, RATE, 0.05);
+    println!("efficiency {eff:.3} in {took:.2} s");
+    assert!(eff >= 0.85, "efficiency {eff:.3}");
 }
 
 /// 100 Mbit/s × 600 ms at 1 % loss: the default window and flow-control credit must fill

@@ -26,6 +26,11 @@ pub(super) struct Handshake {
     /// ACCEPTs to send, one per INITIATE copy received (server; at most
     /// [`MAX_PENDING_ACCEPTS`]).
     pub(super) accept_pending: VecDeque<Vec<u8>>,
+    /// The train's ACCEPTs after the first (server), held until the train has passed
+    /// ([`Arrivals::release_deadline`]) and then sent back to back: an ACCEPT sent as its
+    /// copy arrived would be spaced by the uplink, and a downlink faster than the uplink
+    /// would read as the uplink's rate.
+    pub(super) accept_held: VecDeque<Vec<u8>>,
     /// The handshake randoms (the server's is zero on the client until an ACCEPT).
     pub(super) client_random: [u8; RANDOM_LEN],
     pub(super) server_random: [u8; RANDOM_LEN],
@@ -57,6 +62,17 @@ pub(super) struct TrainProbe {
     accept_len: usize,
     /// The server's arrival report with the most copies so far.
     report: handshake_train::Report,
+    /// ACCEPTs of odd train positions, answered as their copies arrived: the own-rate
+    /// measurement ends [`handshake_train::QUIET`] after the last of them.
+    paced: Arrivals,
+    /// ACCEPTs of even train positions: the burst the server sends once the train has
+    /// passed it, spaced by the downlink alone (the PATH rate).
+    burst: Arrivals,
+    /// The own rate (the server's report) went to our controller; the PATH frame waits
+    /// for the burst.
+    up_done: bool,
+    /// The burst measurement ends at this time.
+    back_deadline: Option<Instant>,
     /// Shortest INITIATE → ACCEPT time of a train copy.
     rtt: Option<Duration>,
     /// The measurement ends at this time (reset by each train ACCEPT).
@@ -72,6 +88,10 @@ impl Handshake {
             len: 0,
             accept_len: 0,
             report: handshake_train::Report::default(),
+            paced: Arrivals::default(),
+            burst: Arrivals::default(),
+            up_done: false,
+            back_deadline: None,
             rtt: None,
             deadline: None,
         });
@@ -82,6 +102,7 @@ impl Handshake {
     pub(super) fn server(client_random: [u8; RANDOM_LEN], server_random: [u8; RANDOM_LEN]) -> Self {
         Handshake {
             accept_pending: VecDeque::new(),
+            accept_held: VecDeque::new(),
             client_random,
             server_random,
             arrivals: Arrivals::default(),
@@ -95,7 +116,27 @@ impl Handshake {
 
     /// When the train measurement ends, if one runs.
     pub(super) fn probe_deadline(&self) -> Option<Instant> {
-        self.probe.as_ref().and_then(|p| p.deadline)
+        let p = self.probe.as_ref()?;
+        if p.up_done {
+            p.back_deadline
+        } else {
+            p.deadline
+        }
+    }
+
+    /// When the held train ACCEPTs go out, if any are held (server).
+    pub(super) fn release_deadline(&self) -> Option<Instant> {
+        if self.accept_held.is_empty() {
+            return None;
+        }
+        self.arrivals.release_deadline()
+    }
+
+    /// Sends the held train ACCEPTs if the train has passed by `now` (server).
+    pub(super) fn release_held(&mut self, now: Instant) {
+        if self.release_deadline().is_some_and(|d| now >= d) {
+            self.accept_pending.append(&mut self.accept_held);
+        }
     }
 }
 
@@ -234,6 +275,12 @@ impl Connection {
             return;
         }
         p.accept_len = p.accept_len.max(accept.len);
+        let first = self.hs.arrivals.count() == 1;
+        if accept.train % 2 == 0 {
+            p.burst.record(accept.train, now);
+        } else {
+            p.paced.record(accept.train, now);
+        }
         if let Some(&sent) = p.sent.get(usize::from(accept.train) - 1) {
             // Each ACCEPT answers its own copy: the round trip of that copy.
             let sample = now.saturating_duration_since(sent);
@@ -246,11 +293,43 @@ impl Connection {
             }
             p.rtt = Some(p.rtt.map_or(sample, |r| r.min(sample)));
         }
-        p.deadline = self.hs.arrivals.quiet_deadline();
-        if self.hs.arrivals.count()
-            >= u32::from(handshake_train::train_len(self.config.handshake_train))
-        {
+        if first {
+            let wait = p.rtt.map_or(Duration::ZERO, |r| r * 2);
+            p.back_deadline = Some(now + handshake_train::BURST_WAIT.max(wait));
+        }
+        if accept.train % 2 == 0 {
+            p.back_deadline = p.burst.quiet_deadline();
+        } else {
+            p.deadline = p.paced.quiet_deadline();
+        }
+        let n = u32::from(handshake_train::train_len(self.config.handshake_train));
+        if !p.up_done && p.paced.count() >= n.div_ceil(2) {
+            self.finish_own_rate(now);
+        }
+        if self.hs.arrivals.count() >= n {
             self.finish_train_probe(now);
+        }
+    }
+
+    /// Client: the paced half of the train is in (or went quiet): gives our controller
+    /// the rate towards the server (the server's report), on the schedule the whole train
+    /// had when every ACCEPT left as its copy arrived.
+    fn finish_own_rate(&mut self, now: Instant) {
+        let Some(p) = self.hs.probe.as_mut() else {
+            return;
+        };
+        if p.up_done {
+            return;
+        }
+        p.up_done = true;
+        if p.sent.is_empty() {
+            return;
+        }
+        let up = handshake_train::rate(p.report).map(|(pps, exact)| (pps * p.len as f64, exact));
+        if let Some((bytes_per_s, exact)) = up {
+            let pps = bytes_per_s / self.config.max_datagram as f64;
+            let path = self.paths.get_mut(0);
+            path.cc.on_path_estimate(now, pps, exact, &path.rtt);
         }
     }
 
@@ -258,6 +337,14 @@ impl Connection {
     /// server (the server's report) and queues a PATH frame with the rate back (the
     /// ACCEPTs' spacing) for the server's.
     pub(super) fn finish_train_probe(&mut self, now: Instant) {
+        if self.hs.probe.as_ref().is_some_and(|p| !p.up_done) {
+            self.finish_own_rate(now);
+            if self.hs.arrivals.count()
+                < u32::from(handshake_train::train_len(self.config.handshake_train))
+            {
+                return;
+            }
+        }
         let Some(p) = self.hs.probe.take() else {
             return;
         };
@@ -270,26 +357,22 @@ impl Connection {
             self.hs.loss_out = Some((p.report.seen.min(sent), sent));
             self.hs.loss_in = Some((self.hs.arrivals.count().min(p.report.seen), p.report.seen));
         }
-        let up = handshake_train::rate(p.report).map(|(pps, exact)| (pps * p.len as f64, exact));
-        if let Some((bytes_per_s, exact)) = up {
-            let pps = bytes_per_s / self.config.max_datagram as f64;
-            let path = self.paths.get_mut(0);
-            path.cc.on_path_estimate(now, pps, exact, &path.rtt);
-        }
-        let back = handshake_train::rate(self.hs.arrivals.report())
-            .map(|(pps, exact)| (pps * p.accept_len as f64, exact));
+        let up = handshake_train::rate(p.report).map(|(pps, _)| pps * p.len as f64);
+        // Only even positions are in the burst: positions spanned count two per gap.
+        let mut burst = p.burst.report();
+        burst.spread /= 2;
+        let back =
+            handshake_train::rate(burst).map(|(pps, exact)| (pps * p.accept_len as f64, exact));
         if let (Some((bytes_per_s, exact)), Some(rtt)) = (back, p.rtt) {
-            // The ACCEPTs left as the INITIATEs arrived, so their spacing shows the slower
-            // of the two directions. Sent as exact all the same: marking it a lower bound
-            // unless clearly below the rate up (an asymmetric link's fast downlink reads as
-            // its uplink) let the server's slow start double past the BDP on symmetric
-            // links, which overflowed the queue (evidence:
-            // docs/experiments/code-evidence.md#path-rate-exact). On a link much faster
-            // back than up, the server's slow start grows by a quarter per round above the
-            // uplink's BDP.
+            // The server sent the ACCEPTs after the first back to back once the train had
+            // passed it, so their spacing is the downlink's alone, also where the downlink
+            // is faster than the uplink (an ACCEPT sent as its copy arrived was spaced by
+            // the slower of the two, and a satellite's return link capped the server's
+            // first window at the uplink's BDP: docs/experiments/jitter.md, "Asymmetric
+            // 600 ms").
             tracing::debug!(
                 conn = self.conn_id,
-                up_bytes_per_s = up.map(|(u, _)| u),
+                up_bytes_per_s = up,
                 back_bytes_per_s = bytes_per_s,
                 rtt_ms = rtt.as_secs_f64() * 1e3,
                 "handshake train measured"
@@ -322,6 +405,9 @@ impl Connection {
         if report.seen > 0 {
             self.hs.loss_in = Some((report.seen, self.hs.arrivals.highest()));
         }
+        // Even positions wait for the burst; odd ones go at once, so the client's own-rate
+        // measurement sees the paced ACCEPTs it always did.
+        let held = init.train > 0 && init.train % 2 == 0;
         let mut accept = Accept {
             conn_id: self.conn_id,
             server_random: self.hs.server_random,
@@ -338,10 +424,14 @@ impl Connection {
             mac: [0; wire::MAC_LEN],
         };
         self.psk.sign_accept(&mut accept, &self.hs.client_random);
-        if self.hs.accept_pending.len() < MAX_PENDING_ACCEPTS {
+        if self.hs.accept_pending.len() + self.hs.accept_held.len() < MAX_PENDING_ACCEPTS {
             let mut bytes = Vec::with_capacity(accept.len);
             accept.emit(&mut bytes);
-            self.hs.accept_pending.push_back(bytes);
+            if held {
+                self.hs.accept_held.push_back(bytes);
+            } else {
+                self.hs.accept_pending.push_back(bytes);
+            }
         }
     }
 

@@ -70,6 +70,7 @@ impl Connection {
         add(self.paths_timeout()); // issue 29: deaths, challenges, probes
         add(self.datagram_wakeup()); // issue 27 hook
         add(self.hs.probe_deadline());
+        add(self.hs.release_deadline());
         if self.tail_unresolved() {
             add(self.timers.last_ack_eliciting_sent.map(|s| s + self.pto()));
         }
@@ -104,6 +105,7 @@ impl Connection {
         if self.hs.probe_deadline().is_some_and(|d| now >= d) {
             self.finish_train_probe(now);
         }
+        self.hs.release_held(now);
         if self
             .timers
             .last_sent
