@@ -6,11 +6,15 @@
 //! transfer. The handshake can take the same measurement for free: the client sends its
 //! first INITIATE copies back to back, padded to full datagrams (a *train*); the bottleneck
 //! spaces them out, the server reports how they arrived in every ACCEPT, and each copy
-//! draws an ACCEPT of the same size, so the ACCEPTs come back as a train too. The client
-//! then knows the rate towards the server (from the report) and a bound on the rate back
-//! (from the ACCEPTs' spacing, which the slower of the two bottlenecks sets), and tells
-//! the server the latter in a PATH frame. Both controllers start their first flight near
-//! the link rate ([`crate::cc::Controller::on_path_estimate`]).
+//! draws an ACCEPT of the same size. Odd positions are answered as they arrive, so the
+//! client reads the server's report on the schedule it always had; even positions are
+//! held until the train has passed the server and then sent back to back, so the
+//! downlink alone spaces them (answered as they arrived, they were spaced by the slower
+//! of the two directions, and a satellite's fast downlink read as its slow return link).
+//! The client then knows the rate towards the server (from the report) and the rate back
+//! (from the burst's spacing), and tells the server the latter in a PATH frame. Both
+//! controllers start their first flight near the link rate
+//! ([`crate::cc::Controller::on_path_estimate`]).
 //!
 //! The measurement is the start-up probe's, and so is its use: the copies between the
 //! first and the last to arrive passed the bottleneck over the arrival span, lost ones
@@ -35,11 +39,11 @@ const TRAIN_WINDOW: Duration = Duration::from_secs(1);
 /// The client ends the measurement when no train ACCEPT arrived for this long (or three
 /// mean gaps, on a link slow enough to space them further).
 pub(crate) const QUIET: Duration = Duration::from_millis(25);
-/// The server sends a train's ACCEPTs after the first back to back once no copy arrived
+/// The server sends a train's held ACCEPTs (even positions) back to back once no copy arrived
 /// for this long (or three mean gaps, on a slow uplink): see [`Arrivals::release_deadline`].
 pub(crate) const RELEASE_QUIET: Duration = Duration::from_millis(5);
-/// The client waits at least this long after the first ACCEPT for the rest of the train's
-/// ACCEPTs, which the server holds until the train has passed it (or twice the first
+/// The client waits at least this long after the first ACCEPT for the held ACCEPTs, which
+/// the server sends once the train has passed it (or twice the first
 /// copy's round trip, if longer: the uplink's train span can exceed a short round trip).
 pub(crate) const BURST_WAIT: Duration = Duration::from_millis(250);
 /// Shortest arrival span taken at face value: below it, timer and batching noise may

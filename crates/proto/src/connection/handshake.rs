@@ -26,7 +26,7 @@ pub(super) struct Handshake {
     /// ACCEPTs to send, one per INITIATE copy received (server; at most
     /// [`MAX_PENDING_ACCEPTS`]).
     pub(super) accept_pending: VecDeque<Vec<u8>>,
-    /// The train's ACCEPTs after the first (server), held until the train has passed
+    /// The ACCEPTs of even train positions (server), held until the train has passed
     /// ([`Arrivals::release_deadline`]) and then sent back to back: an ACCEPT sent as its
     /// copy arrived would be spaced by the uplink, and a downlink faster than the uplink
     /// would read as the uplink's rate.
@@ -364,7 +364,7 @@ impl Connection {
         let back =
             handshake_train::rate(burst).map(|(pps, exact)| (pps * p.accept_len as f64, exact));
         if let (Some((bytes_per_s, exact)), Some(rtt)) = (back, p.rtt) {
-            // The server sent the ACCEPTs after the first back to back once the train had
+            // The server sent the even positions' ACCEPTs back to back once the train had
             // passed it, so their spacing is the downlink's alone, also where the downlink
             // is faster than the uplink (an ACCEPT sent as its copy arrived was spaced by
             // the slower of the two, and a satellite's return link capped the server's
