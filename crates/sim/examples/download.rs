@@ -24,7 +24,7 @@ fn main() {
     let down = LinkSpec::new(RATE, rtt).loss(LossModel::Bernoulli(loss));
     let up = LinkSpec {
         rate_bps: Some(RATE / 10),
-        ..down.clone()
+        ..down
     };
     for i in 0..seeds {
         let seed = Seed(0xd0_0000 + i);

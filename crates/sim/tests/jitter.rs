@@ -97,7 +97,7 @@ fn a_download_over_a_slow_uplink_starts_at_the_downlink_rate() {
     let down = LinkSpec::new(RATE, Duration::from_millis(600)).loss(LossModel::Bernoulli(0.05));
     let up = LinkSpec {
         rate_bps: Some(RATE / 10),
-        ..down.clone()
+        ..down
     };
     let spec = ExchangeSpec {
         request: 300,

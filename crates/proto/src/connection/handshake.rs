@@ -276,7 +276,7 @@ impl Connection {
         }
         p.accept_len = p.accept_len.max(accept.len);
         let first = self.hs.arrivals.count() == 1;
-        if accept.train % 2 == 0 {
+        if accept.train.is_multiple_of(2) {
             p.burst.record(accept.train, now);
         } else {
             p.paced.record(accept.train, now);
@@ -297,7 +297,7 @@ impl Connection {
             let wait = p.rtt.map_or(Duration::ZERO, |r| r * 2);
             p.back_deadline = Some(now + handshake_train::BURST_WAIT.max(wait));
         }
-        if accept.train % 2 == 0 {
+        if accept.train.is_multiple_of(2) {
             p.back_deadline = p.burst.quiet_deadline();
         } else {
             p.deadline = p.paced.quiet_deadline();
@@ -407,7 +407,7 @@ impl Connection {
         }
         // Even positions wait for the burst; odd ones go at once, so the client's own-rate
         // measurement sees the paced ACCEPTs it always did.
-        let held = init.train > 0 && init.train % 2 == 0;
+        let held = init.train > 0 && init.train.is_multiple_of(2);
         let mut accept = Accept {
             conn_id: self.conn_id,
             server_random: self.hs.server_random,
