@@ -92,8 +92,9 @@ pub struct TransportConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RepairPriority {
     /// Each idle spell's flight gets its expected losses plus a two-sigma margin in tail
-    /// repairs: most holes fill without waiting for a loss report, for about 1.4–1.8 times
-    /// the erasure minimum on an application-limited flow.
+    /// repairs: most holes fill without waiting for a loss report, at well above the
+    /// erasure minimum on an application-limited flow (figures: BENCHMARKS.md,
+    /// "Application-limited senders").
     #[default]
     Latency,
     /// Only flights of one or two symbols (a request, a credit update) get tail repairs;

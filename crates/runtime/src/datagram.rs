@@ -448,8 +448,8 @@ const PENDING_DATAGRAMS: usize = 8;
 /// Bytes a reverse flow reads from its target at most: more than any session carries in
 /// one datagram (`transport.symbol_size` is at most 1,408, so a flow's payload at most
 /// 1,402 bytes), so a longer reply is seen as such and dropped rather than cut short.
-/// Each flow's reader holds one such buffer, most of a flow's memory: a 64 KiB one each
-/// made 1,024 flows cost 64 MiB.
+/// Each flow's reader holds one such buffer, most of a flow's memory, so it times
+/// `udp_max_flows` bounds what the readers hold.
 const FLOW_READ: usize = 1536;
 
 async fn resolve(host: &str, port: u16) -> Option<SocketAddr> {

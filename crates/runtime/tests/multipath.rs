@@ -90,8 +90,8 @@ async fn a_sharded_reverse_keeps_every_path_on_the_session_shard() {
 }
 
 /// 4 MiB each way is ~3,000 full datagrams; under the redundant policy the other path
-/// carries coded copies of them, as many as its window takes (0.5 to 3 MB seen on a
-/// loaded loopback). 128 KiB on a path is ~90 full datagrams: several times what its
+/// carries coded copies of them, as many as its window takes (how many depends on the
+/// load). 128 KiB on a path is ~90 full datagrams: several times what its
 /// ACKs (tens of bytes each) and challenges add up to here.
 fn assert_each_path_carried_data(fwd: &[PathInfo], rev: &[PathInfo]) {
     eprintln!("forward paths: {fwd:?}\nreverse paths: {rev:?}");

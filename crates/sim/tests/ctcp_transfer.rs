@@ -279,10 +279,9 @@ fn reordering_alone_costs_little_repair() {
 }
 
 /// At 20 ms there is almost no proactive repair: losses are repaired once RACK declares
-/// them. A receiver's hole must not also draw a repair the moment it shows in an ACK (the
-/// old safety net did, before the loss was declared, and the declaration then owed a
-/// second one): 7.7 % repair overhead at 5 % loss where p/(1−p) = 5.3 % is the need;
-/// 5.7–6.3 % since (this seed over 10 MB: 8.2 % before, 6.3 % after).
+/// them. A receiver's hole must not also draw a repair the moment it shows in an ACK as
+/// well as when the loss is declared, which would pay for it twice (evidence:
+/// docs/experiments/code-evidence.md#moved-figures).
 #[test]
 fn fresh_holes_are_not_repaired_twice_at_short_rtt() {
     let link = LinkSpec::new(RATE, Duration::from_millis(20)).loss(LossModel::Bernoulli(0.05));
@@ -442,10 +441,10 @@ fn no_proactive_repair_by_default_even_at_extreme_loss() {
 }
 
 /// Early in a transfer lost reactive repairs get margin copies beside their replacements
-/// (one per two, reaching the higher end). Without them the
-/// delivered rate at 500 ms / 20 % stayed under 90 % of what the link can deliver for
-/// 2.7–3.3 s (sim-sweep, four seeds), past the 6-RTT target: in-order delivery waits for
-/// the longest chain of lost repairs among the first flights' holes. The copies cost
+/// (one per two, reaching the higher end). Without them the delivered rate at 500 ms /
+/// 20 % stays under 90 % of what the link can deliver past the 6-RTT target: in-order
+/// delivery waits for the longest chain of lost repairs among the first flights' holes
+/// (evidence: docs/experiments/code-evidence.md#moved-figures). The copies cost
 /// about p²/2 of the start-up's sources, a fraction of a percent of the transfer.
 #[test]
 fn start_up_margin_reaches_the_link_rate_within_six_round_trips() {
@@ -618,12 +617,10 @@ fn a_small_exchange_on_a_fresh_lossy_session_takes_about_one_round_trip() {
 /// the sender idle between chunks, and each pause sends tail repairs for the flight. The
 /// flow must get its rate, byte-exact. Its repairs are a regression guard, not a target:
 /// the flight's tails carry a two-sigma margin and a chunk's surplus repairs cannot fill
-/// the next chunk's holes, so an application-limited flow pays 1.4–1.8 times the erasure
-/// minimum `p/(1−p)` (5 %: 0.090–0.101 against 0.053; 30 %: 0.58–0.61 against 0.43, mean
-/// excess 0.17), where a bulk flow pays 1.00–1.06 times (BENCHMARKS.md,
-/// "application-limited senders"). Before the reactive cap stopped charging a chunk's
-/// uncovered sources against the previous tails and adding back held tail repairs:
-/// 0.63–0.74 at 30 %, mean excess 0.27.
+/// the next chunk's holes, so an application-limited flow pays well above the erasure
+/// minimum `p/(1−p)`, where a bulk flow pays about it (figures and the bound:
+/// BENCHMARKS.md, "Application-limited senders"). The bound below fails if the reactive
+/// cap again owes repairs for holes the tails already fill.
 #[test]
 fn an_application_limited_sender_gets_its_rate_with_bounded_repairs() {
     let loss = 0.3;

@@ -188,7 +188,7 @@ impl Connection {
     /// estimator their outcomes, in transmission order. A packet the cumulative ACK made
     /// obsolete counts as lost when an ACK showed it missing (the peer decoded around it)
     /// and is left out when its fate is unknown; counting only individually acknowledged
-    /// and declared-lost packets read 20 % loss as 12–18 %, because losses that proactive
+    /// and declared-lost packets under-read the loss rate, because losses that proactive
     /// repair covered before detection never got an outcome.
     pub(super) fn trim_sent(&mut self, i: usize) {
         let path = self.paths.get_mut(i);

@@ -16,8 +16,8 @@
 //! just drains it, while a single late sample (MAC scheduling, reordering — the jitter that
 //! collapsed CTCP on WiMax) does not deepen the cut. The lower clamp keeps a full deep
 //! buffer from halving more than Reno does (and CTCP from yielding everything); the upper
-//! one keeps every gated backoff a cut. (It was 0.8, H-TCP's own ceiling, until that cut
-//! 20 % on every transient queue; design.md asks for β in [0.5, 1).) When a competing Cubic
+//! one keeps every gated backoff a cut without cutting 20 % on every transient queue, as
+//! H-TCP's own 0.8 ceiling would (design.md asks for β in [0.5, 1)). When a competing Cubic
 //! flow keeps the queue from ever emptying, RTT_min drifts up to the standing level: the
 //! deliberate drain (`should_drain`) renews the minimum where it can, the gate's path floor
 //! keeps a full queue reading as congestion where it cannot, and β's `RTT_min` is the

@@ -300,8 +300,8 @@ fn g_min_rtt_expiry_lets_beta_recover_after_route_change() {
 /// A competitor's standing queue drifts the windowed RTT_min up (100 → 175 ms: every
 /// sample of the last 10 s saw the queue); a loss with the queue full (190 ms) is within
 /// 15 % of that minimum, but 90 % above the path floor of the last minute, so it is
-/// congestion. Before the floor, the gate read it as channel loss, and H-TCP's growth ran
-/// the window to 13 BDPs over a Cubic flow in the simulator.
+/// congestion: read as channel loss, H-TCP's growth would run the window far past a
+/// competing Cubic flow's share.
 #[test]
 fn a_full_queue_is_congestion_even_after_the_min_rtt_drifted_up() {
     let mut s = Sim::into_growth(ms(100));
