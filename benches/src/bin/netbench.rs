@@ -96,6 +96,9 @@
 //! Kernel runs on their lossy cells stop after 20 s, reporting the goodput so far.
 //! `--size BYTES` downloads files of that size in every job instead (short checks, e.g.
 //! `--large-pipe --size 30000000`).
+//! `--steady-from S` samples every download each second and adds the goodput from S s after
+//! curl started (`steady_goodput_bps`, `steady_efficiency`): the link's rate without the
+//! handshake and ramp.
 //!
 //! Options: `--out FILE` (default `benches/results/netbench.json`; `--smoke` writes to a
 //! temporary file unless given; `--validate` to `benches/results/netbench-validate.json`),
@@ -337,6 +340,10 @@ fn parse_args() -> Result<Args> {
                 }
                 a.filter.size = Some(size);
             }
+            "--steady-from" => {
+                let v = it.next().context("--steady-from needs seconds")?;
+                a.filter.steady_from_s = Some(v.parse().context("--steady-from needs seconds")?);
+            }
             "--fairness-against" => {
                 let v = it.next().context("--fairness-against needs bbr or cubic")?;
                 a.filter.fairness_against = match plan::System::parse(&v) {
@@ -369,7 +376,7 @@ fn parse_args() -> Result<Args> {
             }
             "-h" | "--help" => {
                 println!(
-                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--chain|--chain-delay|--tandem|--multipath|--udp|--validate|--plots-only [--out FILE] [--mp-cells aggregate,failover,lossy] [--mp-systems ctcp-mp,ctcp-p0,...] [--failover-path 0|1] [--mp-config FILE] [--ctcp-multipath] [--repeats N] [--chain-systems ctcp-e2e,ctcp-relay,bbr,cubic] [--tandem-flows 1,2,3,4] [--tandem-systems tcp-cubic,tcp-reno,ctcp-single,ctcp-cascade] [--tandem-secs S] [--delay-rate-mbit M] [--delay-secs S] [--udp-secs S] [--udp-traffic stream,voip] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic] [--fairness-reference cubic|reno|bbr]"
+                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--chain|--chain-delay|--tandem|--multipath|--udp|--validate|--plots-only [--out FILE] [--mp-cells aggregate,failover,lossy] [--mp-systems ctcp-mp,ctcp-p0,...] [--failover-path 0|1] [--mp-config FILE] [--ctcp-multipath] [--repeats N] [--chain-systems ctcp-e2e,ctcp-relay,bbr,cubic] [--tandem-flows 1,2,3,4] [--tandem-systems tcp-cubic,tcp-reno,ctcp-single,ctcp-cascade] [--tandem-secs S] [--delay-rate-mbit M] [--delay-secs S] [--udp-secs S] [--udp-traffic stream,voip] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--steady-from S] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic] [--fairness-reference cubic|reno|bbr]"
                 );
                 std::process::exit(0);
             }

@@ -199,6 +199,9 @@ pub struct Filter {
     pub reorder_jitter: bool,
     /// Every job downloads a file of this many bytes instead of the plan's (short checks).
     pub size: Option<u64>,
+    /// Every job samples its download each second and reports the goodput from this many
+    /// seconds after curl started (the steady state, without handshake and ramp).
+    pub steady_from_s: Option<u64>,
 }
 
 impl Filter {
@@ -238,6 +241,11 @@ impl Filter {
             if let Some(size) = self.size {
                 for j in &mut c.jobs {
                     j.size = size;
+                }
+            }
+            if let Some(from) = self.steady_from_s {
+                for j in &mut c.jobs {
+                    j.steady_from_s = Some(from);
                 }
             }
         }

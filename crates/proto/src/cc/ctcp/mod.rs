@@ -81,6 +81,9 @@ pub(crate) struct Ctcp {
     /// Window just before the last backoff or drain (none before the first): the
     /// congestion event Cubic's curve, which bounds growth, starts from.
     w_max: Option<f64>,
+    /// After a delay-rise exit from slow start, the rounds in which a round minimum back
+    /// under the exit threshold resumes it ([`slow_start::Resume`]).
+    resume: Option<slow_start::Resume>,
 }
 
 /// Fraction of the BDP a handshake path estimate makes the window jump to. Higher than the
@@ -121,6 +124,7 @@ impl Ctcp {
             path: None,
             congestion_span: None,
             w_max: None,
+            resume: None,
         }
     }
 
@@ -217,6 +221,7 @@ impl Ctcp {
         self.recovery_start = Some(now);
         self.epoch = Some(now);
         self.phase = Phase::Growth;
+        self.resume = None;
         self.clamp();
     }
 
@@ -277,6 +282,7 @@ impl Controller for Ctcp {
             if self.ss_rise >= slow_start::RISE_SAMPLES {
                 self.phase = Phase::Growth;
                 self.epoch = Some(now);
+                self.resume = None;
                 // The queue we just built is (latest − min)·rate: drop back to the BDP the
                 // samples show, so the queue drains instead of overflowing.
                 let beta = (rtt.min_rtt().as_secs_f64() / rtt.latest().as_secs_f64().max(1e-9))
@@ -299,6 +305,17 @@ impl Controller for Ctcp {
         if self.phase == Phase::SlowStart && slow_start::delay_rise(rtt) {
             self.phase = Phase::Growth;
             self.epoch = Some(now);
+            self.resume = Some(slow_start::Resume::new(now, rtt.srtt()));
+        } else if let Some(r) = self.resume.as_mut() {
+            match r.on_ack(now, rtt) {
+                Some(true) => {
+                    self.phase = Phase::SlowStart;
+                    self.epoch = None;
+                    self.resume = None;
+                }
+                Some(false) => self.resume = None,
+                None => {}
+            }
         }
         self.cwnd = match self.phase {
             Phase::SlowStart => slow_start::grow(

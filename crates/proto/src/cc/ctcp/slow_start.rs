@@ -1,10 +1,12 @@
 //! Slow start phase: the window doubles per round trip (`cwnd += acked`) and is left on a
 //! delay rise (HyStart-style) rather than by waiting for loss, which on a lossy satellite
 //! path would come from the channel, not from the queue. A congestion event that passes the
-//! CTCP gate also ends it (see `backoff`); random loss on an empty queue does not.
+//! CTCP gate also ends it (see `backoff`); random loss on an empty queue does not. A
+//! delay-rise exit is provisional for a few rounds ([`Resume`]): jitter lifts a round's
+//! minimum and lets it fall back, a queue does not.
 
 use crate::rtt::RttEstimator;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Smallest delay rise that ends slow start (HyStart's lower clamp).
 pub(super) const MIN_DELAY_RISE: Duration = Duration::from_millis(4);
@@ -64,5 +66,52 @@ pub(super) fn grow(cwnd: f64, acked: u64, bdp: Option<f64>) -> f64 {
             cwnd + fast + (acked - fast) / CONSERVATIVE_DIVISOR
         }
         _ => cwnd + acked,
+    }
+}
+
+/// Rounds after a delay-rise exit in which slow start may resume (HyStart++'s
+/// `CSS_ROUNDS`, RFC 9406).
+pub(super) const RESUME_ROUNDS: u32 = 5;
+
+/// The rounds after a delay-rise exit from slow start, judged one by one: a round whose
+/// minimum RTT is back under the exit threshold resumes slow start (RFC 9406 §4.3's
+/// return from conservative slow start).
+///
+/// Why: behind a FIFO radio or a jittery emulator, delay that varies with no queue lifts
+/// a round's minimum past the threshold while the window is a fraction of the BDP, and
+/// H-TCP's growth then takes many seconds on a long path. A queue the window built stands
+/// through the following rounds and keeps their minima above the threshold, so the exit
+/// stays; jitter lets some round's minimum fall back, and the window goes on doubling.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Resume {
+    round_end: Instant,
+    rounds_left: u32,
+}
+
+impl Resume {
+    /// The rounds after an exit at `now`, each one `srtt` long.
+    pub(super) fn new(now: Instant, srtt: Duration) -> Self {
+        Resume {
+            round_end: now + srtt,
+            rounds_left: RESUME_ROUNDS,
+        }
+    }
+
+    /// At each ACK: `Some(true)` if a round just ended with its minimum under the exit
+    /// threshold (resume slow start), `Some(false)` once the last round ended without
+    /// (the exit stands), `None` while a round is still running.
+    pub(super) fn on_ack(&mut self, now: Instant, rtt: &RttEstimator) -> Option<bool> {
+        if now < self.round_end {
+            return None;
+        }
+        if !delay_rise(rtt) {
+            return Some(true);
+        }
+        self.rounds_left -= 1;
+        if self.rounds_left == 0 {
+            return Some(false);
+        }
+        self.round_end = now + rtt.srtt();
+        None
     }
 }

@@ -844,3 +844,47 @@ fn a_shrinking_share_aims_lower_after_the_next_cut() {
     s.c.cut(s.now, &s.rtt);
     assert_eq!(s.c.w_max, Some(300.0));
 }
+
+#[test]
+fn f_slow_start_resumes_when_the_delay_rise_was_noise() {
+    let mut s = Sim::new(CcConfig::default());
+    for _ in 0..3 {
+        s.round(ms(100), 0.0);
+    }
+    for _ in 0..2 {
+        s.round(ms(115), 0.0);
+    }
+    assert!(!s.c.in_slow_start(), "delay rise ends slow start");
+    // The next round's minimum is back at the path's delay: the rise was not a queue.
+    s.round(ms(100), 0.0);
+    s.round(ms(100), 0.0);
+    assert!(
+        s.c.in_slow_start(),
+        "a round under the threshold resumes slow start"
+    );
+    let before = s.c.window();
+    s.round(ms(100), 0.0);
+    assert!(s.c.window() >= before * 2 - 1, "doubling again");
+}
+
+#[test]
+fn f_a_standing_queue_keeps_the_delay_exit() {
+    let mut s = Sim::new(CcConfig::default());
+    for _ in 0..3 {
+        s.round(ms(100), 0.0);
+    }
+    for _ in 0..2 {
+        s.round(ms(115), 0.0);
+    }
+    assert!(!s.c.in_slow_start());
+    // The queue stands through the resume rounds: the exit holds, and once they are over
+    // a round at the path's delay (the queue drained by growth's own pacing) no longer
+    // brings slow start back.
+    for _ in 0..=slow_start::RESUME_ROUNDS {
+        s.round(ms(115), 0.0);
+        assert!(!s.c.in_slow_start());
+    }
+    s.round(ms(100), 0.0);
+    s.round(ms(100), 0.0);
+    assert!(!s.c.in_slow_start());
+}
