@@ -116,28 +116,32 @@ impl Connection {
         let Some(i) = self.paths.index_of(id) else {
             return false;
         };
+        let p = self.paths.get(i);
+        let down = p.liveness.down;
+        // A challenge that was never sent, or given up at least a hold-off ago.
+        let given_up = !p.validation.validated
+            && !p.challenging()
+            && p.validation
+                .challenge
+                .is_none_or(|c| now >= c.created + super::path::RECHALLENGE_AFTER);
+        if !down && !given_up {
+            return false;
+        }
         let token = self.paths.next_token();
-        let config = &self.config;
         let p = self.paths.get_mut(i);
-        if p.liveness.down {
-            p.restart(now, token, config);
+        if down {
+            p.restart(now, token, &self.config);
             tracing::debug!(
                 conn = self.conn_id,
                 path = id,
                 "path up: validating it again"
             );
             self.paths.count_change();
-            return true;
-        }
-        let stale = p
-            .validation
-            .challenge
-            .is_none_or(|c| now >= c.created + super::path::RECHALLENGE_AFTER);
-        if !p.validation.validated && !p.challenging() && stale {
+        } else {
             let remote = p.remote;
             p.challenge(now, remote, token);
         }
-        false
+        down
     }
 
     /// The session's paths.
