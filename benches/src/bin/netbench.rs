@@ -20,13 +20,17 @@
 //! `--multipath` (issue 29) runs [`ctcp_benches::netbench::multipath`]: two parallel
 //! `ctcp-linkem --path` links between the same namespaces (10 Mbit/s / 600 ms / 1 % and
 //! 5 Mbit/s / 60 ms / 5 %; a failover cell cutting path `--failover-path` (default 0) for
-//! 20 s mid-transfer; and two 10 Mbit/s / 100 ms / 20 % paths), a 40 MB download per
+//! 20 s mid-transfer; a flap cell taking that path's device in A down for 5 s; and two
+//! 10 Mbit/s / 100 ms / 20 % paths), a 40 MB download per
 //! system: ctcp over both paths (`ctcp-mp`, run when this build's ctcp-forward accepts
 //! the multipath `paths` configuration: a `--check-config` probe of the built-in one or
 //! of `--mp-config FILE`; `--ctcp-multipath` runs it without probing), ctcp and kernel
 //! BBR/Cubic over each path alone, kernel MPTCP (`mptcpize run curl`, Debian's `mptcpize`
 //! package) with Cubic or BBR subflows, and the sum of the paths' capacities. Filters:
-//! `--mp-cells aggregate,failover,lossy`, `--mp-systems ctcp-mp,mptcp-cubic,...`, `--size`.
+//! `--mp-cells aggregate,failover,flap,lossy,redundant`, `--mp-systems ctcp-mp,mptcp-cubic,...`,
+//! `--size`. The `redundant` cell (two 10 Mbit/s 5 % paths, 60 and 100 ms) streams
+//! timestamped records at 1 Mbit/s instead and reports the extra delivery delay for
+//! `ctcp-mp`, `ctcp-mp-redundant` and `ctcp-p0`.
 //! Rows go to `benches/results/netbench-multipath.json`.
 //!
 //! `--chain-delay` (issue 28) runs the same two paths with a stream of timestamped
@@ -376,7 +380,7 @@ fn parse_args() -> Result<Args> {
             }
             "-h" | "--help" => {
                 println!(
-                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--chain|--chain-delay|--tandem|--multipath|--udp|--validate|--plots-only [--out FILE] [--mp-cells aggregate,failover,lossy] [--mp-systems ctcp-mp,ctcp-p0,...] [--failover-path 0|1] [--mp-config FILE] [--ctcp-multipath] [--repeats N] [--chain-systems ctcp-e2e,ctcp-relay,bbr,cubic] [--tandem-flows 1,2,3,4] [--tandem-systems tcp-cubic,tcp-reno,ctcp-single,ctcp-cascade] [--tandem-secs S] [--delay-rate-mbit M] [--delay-secs S] [--udp-secs S] [--udp-traffic stream,voip] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--steady-from S] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic] [--fairness-reference cubic|reno|bbr]"
+                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--chain|--chain-delay|--tandem|--multipath|--udp|--validate|--plots-only [--out FILE] [--mp-cells aggregate,failover,flap,lossy,redundant] [--mp-systems ctcp-mp,ctcp-p0,...] [--failover-path 0|1] [--mp-config FILE] [--ctcp-multipath] [--repeats N] [--chain-systems ctcp-e2e,ctcp-relay,bbr,cubic] [--tandem-flows 1,2,3,4] [--tandem-systems tcp-cubic,tcp-reno,ctcp-single,ctcp-cascade] [--tandem-secs S] [--delay-rate-mbit M] [--delay-secs S] [--udp-secs S] [--udp-traffic stream,voip] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--steady-from S] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic] [--fairness-reference cubic|reno|bbr]"
                 );
                 std::process::exit(0);
             }

@@ -533,7 +533,7 @@ pub fn run(
 /// connection it writes 1000-byte records, each starting with the wall-clock time of its
 /// write (the namespaces share the host's clock) and its sequence number, at a steady
 /// rate with no catching up after a blocked write, for the given time, then closes.
-const DELAY_SERVER: &str = r#"
+pub(crate) const DELAY_SERVER: &str = r#"
 import socket, socketserver, struct, sys, time
 addr, port, rate, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 REC = 1000
@@ -562,7 +562,7 @@ S((addr, port), H).serve_forever()
 /// one-way delay in ms, warm-up s): connects through SOCKS5, reads records to EOF and
 /// prints one JSON object: records, and the extra delay (arrival − write − one-way delay)
 /// at p50/p90/p99 over all records and over those written after the warm-up.
-const DELAY_CLIENT: &str = r#"
+pub(crate) const DELAY_CLIENT: &str = r#"
 import json, socket, struct, sys, time
 sh, sp, th, tp, owd, warm = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
 s = socket.create_connection((sh, sp))

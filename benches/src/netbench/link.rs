@@ -442,6 +442,37 @@ impl Link {
             .map(drop)
     }
 
+    /// Takes parallel path `k`'s device in namespace A down (`ip link set dev … down`:
+    /// sockets bound to its address get a link error at once) or brings it back up and
+    /// restores the path's policy route, as an interface script would (the kernel drops
+    /// a device's routes when it goes down). linkem itself is untouched.
+    ///
+    /// # Errors
+    /// Not a parallel-path link, or `ip` fails.
+    pub fn set_path_device(&self, k: usize, down: bool) -> Result<()> {
+        self.control.as_ref().context("not a parallel-path link")?;
+        let dev = ctcp_linkem::emulator::hop_dev(TUN_DEV, k);
+        let state = if down { "down" } else { "up" };
+        run_quiet(
+            "ip link set",
+            in_ns(self.ns_a(), "ip").args(["link", "set", "dev", &dev, state]),
+            Duration::from_secs(10),
+        )
+        .with_context(|| format!("ip link set dev {dev} {state} in {}", self.ns_a()))?;
+        if !down {
+            // linkem's `route_by_source`: path k's table is PATH_TABLE (100) + k.
+            let table = (100 + k).to_string();
+            run_quiet(
+                "ip route add",
+                in_ns(self.ns_a(), "ip")
+                    .args(["route", "add", "default", "dev", &dev, "table", &table]),
+                Duration::from_secs(10),
+            )
+            .with_context(|| format!("ip route add default dev {dev} table {table}"))?;
+        }
+        Ok(())
+    }
+
     /// Every statistics line linkem wrote so far, parsed (for per-path time series).
     ///
     /// # Errors

@@ -35,6 +35,18 @@
 //!   after the restoration), and the time from restoration until the restored path carries data
 //!   again (≥ 10 % of its rate over a 200 ms statistics interval; linkem's statistics, so
 //!   ±0.2 s).
+//! - `flap`: the same paths; path `--failover-path` is taken away on the forward's side,
+//!   its device in A set down (`ip link set dev linkemK down`: the forward's socket on it
+//!   gets a link error at once) for 5 s, then set up with its route restored. The same
+//!   stall fields as `failover`; the reuse time counts from the path's first A→B bytes
+//!   after the outage (the forward's challenge) in linkem's statistics.
+//! - `redundant`: two paths of 10 Mbit/s, 60 ms and 100 ms, 5 % loss each; no download
+//!   but an application-limited 1 Mbit/s stream of timestamped 1,000-byte records from
+//!   B to A through the SOCKS forward for `RECORD_SECS`, with the extra delivery delay
+//!   (arrival − write − the faster path's one-way delay, 30 ms) at p50/p90/p99 (the
+//!   namespaces share the host's clock). Systems `ctcp-mp` (aggregate),
+//!   `ctcp-mp-redundant` (both proxies `--policy redundant`) and `ctcp-p0` (the faster
+//!   path alone); the bar is p99 ≤ ½ RTT of the faster path, 30 ms.
 //! - `lossy`: two paths of 10 Mbit/s, 100 ms, 20 % loss; efficiency against the sum of
 //!   capacities and wire bytes per goodput byte (both paths' B→A bytes) against the
 //!   target `1.05 / (1 − p)`.
@@ -48,7 +60,7 @@ use super::report;
 use super::run::{steady_fields, Out};
 use super::workload::{
     curl_watched, make_file, Bins, CtcpPair, DataFile, PairOptions, Servers, Transfer, Via,
-    CTCP_PORT,
+    CTCP_PORT, SOCKS,
 };
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
@@ -64,8 +76,9 @@ pub const MPTCP_PORT: u16 = 8001;
 const STEADY_FROM_S: u64 = 10;
 
 /// Every system the mode knows, in the order it runs them.
-pub const SYSTEMS: [&str; 10] = [
+pub const SYSTEMS: [&str; 11] = [
     "ctcp-mp",
+    "ctcp-mp-redundant",
     "ctcp-p0",
     "ctcp-p1",
     "bbr-p0",
@@ -78,7 +91,15 @@ pub const SYSTEMS: [&str; 10] = [
 ];
 
 /// Every cell the mode knows.
-pub const CELLS: [&str; 3] = ["aggregate", "failover", "lossy"];
+pub const CELLS: [&str; 5] = ["aggregate", "failover", "flap", "lossy", "redundant"];
+
+/// The `redundant` cell's record stream: rate in bit/s and duration.
+const RECORD_RATE_BPS: u64 = 1_000_000;
+const RECORD_SECS: u64 = 40;
+/// Records written in the first seconds (the paths' start-up) are reported apart.
+const RECORD_WARMUP_S: u64 = 5;
+/// The record origin's port in B.
+const RECORD_PORT: u16 = 9000;
 
 /// The forward configuration `ctcp-mp` uses unless `--mp-config` gives another: one path
 /// per source address, both to the reverse on path 0's B address.
@@ -95,8 +116,10 @@ pub struct MpCell {
     pub paths: [LinkSpec; 2],
     /// Bytes downloaded.
     pub size: u64,
-    /// Path cut mid-transfer and restored (`failover` only).
+    /// Path cut mid-transfer and restored (`failover`, `flap`).
     pub cut: Option<Cut>,
+    /// A timestamped record stream instead of the download (`redundant`).
+    pub records: bool,
 }
 
 /// The failover cell's outage.
@@ -110,6 +133,9 @@ pub struct Cut {
     pub at_latest: Duration,
     /// Restored this long after the cut.
     pub down_for: Duration,
+    /// Cut by taking the path's device in A down (the forward sees link errors), not
+    /// inside linkem (the path goes silent).
+    pub device: bool,
 }
 
 /// The cells; the failover cuts path `failover_path`.
@@ -127,6 +153,7 @@ pub fn cells(failover_path: usize) -> Vec<MpCell> {
             paths: hetero(),
             size: 40_000_000,
             cut: None,
+            records: false,
         },
         MpCell {
             name: "failover",
@@ -137,7 +164,22 @@ pub fn cells(failover_path: usize) -> Vec<MpCell> {
                 at_fraction: 0.3,
                 at_latest: Duration::from_secs(20),
                 down_for: Duration::from_secs(20),
+                device: false,
             }),
+            records: false,
+        },
+        MpCell {
+            name: "flap",
+            paths: hetero(),
+            size: 40_000_000,
+            cut: Some(Cut {
+                path: failover_path,
+                at_fraction: 0.3,
+                at_latest: Duration::from_secs(20),
+                down_for: Duration::from_secs(5),
+                device: true,
+            }),
+            records: false,
         },
         MpCell {
             name: "lossy",
@@ -147,6 +189,17 @@ pub fn cells(failover_path: usize) -> Vec<MpCell> {
             ],
             size: 40_000_000,
             cut: None,
+            records: false,
+        },
+        MpCell {
+            name: "redundant",
+            paths: [
+                LinkSpec::bdp_queued(60, 10_000_000, LossModel::Bernoulli(0.05), 295),
+                LinkSpec::bdp_queued(100, 10_000_000, LossModel::Bernoulli(0.05), 296),
+            ],
+            size: 0,
+            cut: None,
+            records: true,
         },
     ]
 }
@@ -202,13 +255,16 @@ pub struct MpPlan {
     pub support: MpSupport,
 }
 
-/// The systems a cell runs: all of `systems`, except that the failover cell compares the
-/// multipath systems only (a single path cut for 20 s just waits).
+/// The systems a cell runs: all of `systems`, except that the failover cells compare the
+/// multipath systems only (a single path cut for 20 s just waits), the record stream
+/// runs ctcp only, and the redundant policy runs only there.
 fn cell_systems<'a>(cell: &MpCell, systems: &'a [String]) -> Vec<&'a str> {
     systems
         .iter()
         .map(String::as_str)
         .filter(|s| cell.cut.is_none() || *s == "ctcp-mp" || s.starts_with("mptcp"))
+        .filter(|s| !cell.records || s.starts_with("ctcp"))
+        .filter(|s| cell.records || *s != "ctcp-mp-redundant")
         .collect()
 }
 
@@ -230,13 +286,19 @@ pub fn run(
         let link = Link::start_paths(&bins.linkem, work, &cell.paths)?;
         let _servers = Servers::start(&link, www, work, false)?;
         let _mptcp_origin = start_mptcp(&link, www, work)?;
+        let _records = if cell.records {
+            Some(start_record_origin(&link, work)?)
+        } else {
+            None
+        };
         for system in cell_systems(cell, &plan.systems) {
             let mut row = match (system, &plan.support) {
                 ("sum", _) => json!({ "goodput_bps": capacity(cell) }),
-                ("ctcp-mp", MpSupport::Unavailable(why)) => {
-                    eprintln!("  ctcp-mp: {why}");
+                ("ctcp-mp" | "ctcp-mp-redundant", MpSupport::Unavailable(why)) => {
+                    eprintln!("  {system}: {why}");
                     json!({ "unavailable": why })
                 }
+                _ if cell.records => run_records(bins, work, &link, cell, system, &plan.support)?,
                 _ => run_system(bins, work, &link, cell, &file, system, &plan.support)?,
             };
             decorate(&mut row, cell, system);
@@ -394,25 +456,8 @@ fn run_system(
     support: &MpSupport,
 ) -> Result<Value> {
     let (via_owned, pair_opts, timeout) = match system {
-        "ctcp-mp" => {
-            let MpSupport::Available(config) = support else {
-                bail!("ctcp-mp is not available");
-            };
-            let opts = PairOptions {
-                reverse_listen: format!("0.0.0.0:{CTCP_PORT}"),
-                peer: format!("{ADDR_B}:{CTCP_PORT}"),
-                forward_config: Some(config.clone()),
-            };
-            (ViaKind::Socks, Some(opts), 240)
-        }
-        "ctcp-p0" | "ctcp-p1" => {
-            let k = path_index(system)?;
-            let opts = PairOptions {
-                reverse_listen: format!("0.0.0.0:{CTCP_PORT}"),
-                peer: format!("{}:{CTCP_PORT}", path_addr_b(k)),
-                forward_config: None,
-            };
-            (ViaKind::Socks, Some(opts), 240)
+        "ctcp-mp" | "ctcp-mp-redundant" | "ctcp-p0" | "ctcp-p1" => {
+            (ViaKind::Socks, Some(ctcp_options(system, support)?), 240)
         }
         "bbr-p0" | "bbr-p1" | "cubic-p0" | "cubic-p1" => {
             let cc = system.split('-').next().unwrap_or("cubic");
@@ -502,6 +547,122 @@ fn run_system(
     Ok(row)
 }
 
+/// How a ctcp system's proxies start: `ctcp-mp` with the multipath forward
+/// configuration, `ctcp-mp-redundant` the same with both proxies `--policy redundant`,
+/// `ctcp-pK` with the forward's peer on path K's B address.
+fn ctcp_options(system: &str, support: &MpSupport) -> Result<PairOptions> {
+    let reverse_listen = format!("0.0.0.0:{CTCP_PORT}");
+    Ok(match system {
+        "ctcp-mp" | "ctcp-mp-redundant" => {
+            let MpSupport::Available(config) = support else {
+                bail!("{system} is not available");
+            };
+            let policy: Vec<String> = if system == "ctcp-mp-redundant" {
+                vec!["--policy".into(), "redundant".into()]
+            } else {
+                Vec::new()
+            };
+            PairOptions {
+                reverse_listen,
+                peer: format!("{ADDR_B}:{CTCP_PORT}"),
+                forward_config: Some(config.clone()),
+                forward_args: policy.clone(),
+                reverse_args: policy,
+            }
+        }
+        _ => PairOptions {
+            reverse_listen,
+            peer: format!("{}:{CTCP_PORT}", path_addr_b(path_index(system)?)),
+            ..PairOptions::default()
+        },
+    })
+}
+
+/// The record origin of the `redundant` cell, in B on [`ADDR_B`]:[`RECORD_PORT`]
+/// (`chain::DELAY_SERVER`: 1,000-byte records stamped with their write time).
+fn start_record_origin(link: &Link, work: &Path) -> Result<Proc> {
+    let log = std::fs::File::create(work.join("mp-records.log"))?;
+    Proc::spawn(
+        "python3 record origin",
+        in_ns(link.ns_b(), "python3")
+            .args([
+                "-c",
+                super::chain::DELAY_SERVER,
+                ADDR_B,
+                &RECORD_PORT.to_string(),
+            ])
+            .arg((RECORD_RATE_BPS / 8).to_string())
+            .arg(RECORD_SECS.to_string())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log),
+    )
+}
+
+/// One ctcp system on the `redundant` cell: the record stream through its SOCKS forward;
+/// the row carries the extra delay over the faster path's one-way delay at p50/p90/p99
+/// (all records, and those written after [`RECORD_WARMUP_S`]) and the wire bytes.
+fn run_records(
+    bins: &Bins,
+    work: &Path,
+    link: &Link,
+    cell: &MpCell,
+    system: &str,
+    support: &MpSupport,
+) -> Result<Value> {
+    let pair = CtcpPair::start_with(link, bins, work, &ctcp_options(system, support)?)?;
+    let lines_before = link.stats_lines()?.len();
+    let before: Vec<_> = (0..2)
+        .map(|k| link.path_snapshot(k))
+        .collect::<Result<_>>()?;
+    let owd_ms = cell.paths.iter().map(|p| p.rtt_ms).min().unwrap_or(0) / 2;
+    let (host, port) = SOCKS.split_once(':').unwrap_or(("127.0.0.1", "1080"));
+    let mut c = in_ns(link.ns_a(), "python3");
+    c.args(["-c", super::chain::DELAY_CLIENT, host, port, ADDR_B])
+        .arg(RECORD_PORT.to_string())
+        .arg(owd_ms.to_string())
+        .arg(RECORD_WARMUP_S.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    let (status, text) =
+        Proc::spawn("record client", &mut c)?.finish(Duration::from_secs(RECORD_SECS + 60))?;
+    let mut row: Value = serde_json::from_str(text.trim())
+        .with_context(|| format!("the record client printed {text:?} ({status:?})"))?;
+    link.settled_snapshot()?;
+    let after: Vec<_> = (0..2)
+        .map(|k| link.path_snapshot(k))
+        .collect::<Result<_>>()?;
+    let wire: Vec<u64> = (0..2)
+        .map(|k| {
+            after[k]
+                .b_to_a
+                .link
+                .bytes_in
+                .saturating_sub(before[k].b_to_a.link.bytes_in)
+        })
+        .collect();
+    // linkem's own lateness over the run (its release timers under CPU load): a run
+    // where it is late by tens of ms measures the machine as much as the transport.
+    let late: Vec<f64> = link.stats_lines()?[lines_before..]
+        .iter()
+        .filter_map(|v| v["late_max_us"].as_f64())
+        .collect();
+    row["linkem_late_max_ms"] = json!(late.iter().copied().fold(0.0, f64::max) / 1000.0);
+    row["linkem_lines_late_over_10ms"] = json!(late.iter().filter(|&&l| l > 10_000.0).count());
+    row["linkem_lines"] = json!(late.len());
+    let expected = RECORD_RATE_BPS / 8 * RECORD_SECS;
+    row["records_expected"] = json!(expected / 1000);
+    row["rate_bps"] = json!(RECORD_RATE_BPS);
+    row["secs"] = json!(RECORD_SECS);
+    row["one_way_delay_ms"] = json!(owd_ms);
+    row["p99_bound_ms"] = json!(owd_ms);
+    row["wire_bytes_paths"] = json!(wire);
+    row["wire_per_record_byte"] =
+        json!(wire.iter().sum::<u64>() as f64 / (report::f(&row, "records") * 1000.0).max(1.0));
+    drop(pair);
+    Ok(row)
+}
+
 /// The source of curl's connection, owned for the run (see [`Via`]).
 enum ViaKind {
     Socks,
@@ -587,11 +748,11 @@ impl Outage {
                 if bytes as f64 >= cut.at_fraction * self.size as f64
                     || elapsed >= cut.at_latest =>
             {
-                link.set_path_down(cut.path, true)?;
+                cut_path(link, &cut, true)?;
                 self.cut_at = Some(elapsed);
             }
             (Some(at), None) if elapsed >= at + cut.down_for => {
-                link.set_path_down(cut.path, false)?;
+                cut_path(link, &cut, false)?;
                 self.restored_at = Some(elapsed);
             }
             _ => {}
@@ -602,7 +763,7 @@ impl Outage {
     /// After the transfer: a path still down is restored (the next system starts clean).
     fn finish(&mut self, link: &Link) -> Result<()> {
         if let (Some(cut), Some(_), None) = (self.cut, self.cut_at, self.restored_at) {
-            link.set_path_down(cut.path, false)?;
+            cut_path(link, &cut, false)?;
         }
         Ok(())
     }
@@ -620,13 +781,82 @@ impl Outage {
         row["stall_while_down_s"] = json!(self.by_phase[1].as_secs_f64());
         row["stall_after_restore_s"] = json!(self.by_phase[2].as_secs_f64());
         let threshold = path.rate_bps.unwrap_or(0) as f64 / 8.0 * 0.1;
-        row["reuse_after_restore_s"] = json!(reuse_after_restore(
-            &link.stats_lines()?,
-            cut.path,
-            threshold
-        ));
+        let lines = link.stats_lines()?;
+        row["reuse_after_restore_s"] = json!(if cut.device {
+            reuse_after_device_restore(&lines, cut.path, threshold)
+        } else {
+            reuse_after_restore(&lines, cut.path, threshold)
+        });
+        row["cut_by"] = json!(if cut.device { "device" } else { "linkem" });
         Ok(())
     }
+}
+
+/// Cuts (or restores) the cut's path the way the cell says.
+fn cut_path(link: &Link, cut: &Cut, down: bool) -> Result<()> {
+    if cut.device {
+        link.set_path_device(cut.path, down)
+    } else {
+        link.set_path_down(cut.path, down)
+    }
+}
+
+/// [`reuse_after_restore`] for a path cut at its device in A, which linkem does not see:
+/// the outage is the longest run of statistics lines over which `path`'s A→B bytes did
+/// not grow (the forward sends nothing on a path that is down), the restoration the first
+/// line after it that shows A→B bytes again (the forward's challenge); from there, the
+/// seconds until `path`'s B→A delivered bytes per second reach `threshold`.
+fn reuse_after_device_restore(lines: &[Value], path: usize, threshold: f64) -> Option<f64> {
+    let series = |direction: &str| -> Vec<(f64, u64)> {
+        lines
+            .iter()
+            .filter(|v| {
+                v["hop"].as_u64() == Some(path as u64)
+                    && v["direction"] == direction
+                    && v["final"] != true
+            })
+            .map(|v| {
+                (
+                    v["t"].as_f64().unwrap_or(0.0),
+                    v["bytes_in"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect()
+    };
+    let up = series("a_to_b");
+    // The longest stretch [i, j] of lines with no A→B growth.
+    let (mut best, mut start) = (None::<(usize, usize)>, None::<usize>);
+    for i in 1..up.len() {
+        if up[i].1 == up[i - 1].1 {
+            let s = *start.get_or_insert(i - 1);
+            if best.is_none_or(|(a, b)| i - s > b - a) {
+                best = Some((s, i));
+            }
+        } else {
+            start = None;
+        }
+    }
+    let (_, last_flat) = best?;
+    let restored = up.get(last_flat + 1)?.0;
+    let down: Vec<(f64, u64)> = lines
+        .iter()
+        .filter(|v| {
+            v["hop"].as_u64() == Some(path as u64)
+                && v["direction"] == "b_to_a"
+                && v["final"] != true
+        })
+        .map(|v| {
+            (
+                v["t"].as_f64().unwrap_or(0.0),
+                v["bytes_delivered"].as_u64().unwrap_or(0),
+            )
+        })
+        .filter(|s| s.0 >= restored)
+        .collect();
+    down.windows(2).find_map(|w| {
+        let (dt, db) = (w[1].0 - w[0].0, w[1].1.saturating_sub(w[0].1));
+        (dt > 0.0 && db as f64 / dt >= threshold).then_some(w[1].0 - restored)
+    })
 }
 
 /// Seconds from the first statistics line of `path` (B→A) that shows it restored (after
@@ -669,6 +899,23 @@ fn summary(r: &Value) -> String {
         let _ = write!(s, " {}", report::opt(r, "goodput_bps", 1e6, 2));
         return s;
     }
+    if r.get("p99_extra_ms").is_some() {
+        let _ = write!(
+            s,
+            " {} records, extra delay p50 {} p90 {} p99 {} ms (after {RECORD_WARMUP_S} s: p99 {}; bound {} ms) wire/record byte {} linkem late max {} ms ({} of {} lines > 10 ms)",
+            r["records"],
+            report::opt(r, "p50_extra_ms", 1.0, 1),
+            report::opt(r, "p90_extra_ms", 1.0, 1),
+            report::opt(r, "p99_extra_ms", 1.0, 1),
+            report::opt(r, "steady_p99_extra_ms", 1.0, 1),
+            report::opt(r, "p99_bound_ms", 1.0, 0),
+            report::opt(r, "wire_per_record_byte", 1.0, 3),
+            report::opt(r, "linkem_late_max_ms", 1.0, 1),
+            r["linkem_lines_late_over_10ms"],
+            r["linkem_lines"],
+        );
+        return s;
+    }
     let _ = write!(
         s,
         " {} steady {} Mbit/s wire/goodput {} ok {}",
@@ -709,6 +956,10 @@ pub fn markdown(rows: &[Value]) -> String {
             continue;
         }
         let _ = writeln!(out, "\n### {cell}\n");
+        if cell == "redundant" {
+            out.push_str(&records_table(&rows));
+            continue;
+        }
         let _ = writeln!(out, "| system | goodput Mbit/s (eff.) | steady Mbit/s (eff.) | wire/goodput | share path 0 / 1 | stall s (bound) | reuse s |");
         let _ = writeln!(out, "|---|---|---|---|---|---|---|");
         for r in &rows {
@@ -791,6 +1042,38 @@ pub fn markdown(rows: &[Value]) -> String {
     out
 }
 
+/// The `redundant` cell's table: per system, the records and the extra delay quantiles.
+fn records_table(rows: &[&Value]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "| system | records | extra p50 ms | p90 | **p99** | p99 after {RECORD_WARMUP_S} s | max | bound ms | wire/record byte | linkem late max ms |");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        if let Some(why) = r.get("unavailable").and_then(Value::as_str) {
+            let _ = writeln!(
+                out,
+                "| {} | {why} | | | | | | | | |",
+                report::s(r, "system")
+            );
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | **{}** | {} | {} | {} | {} | {} |",
+            report::s(r, "system"),
+            r["records"],
+            report::opt(r, "p50_extra_ms", 1.0, 1),
+            report::opt(r, "p90_extra_ms", 1.0, 1),
+            report::opt(r, "p99_extra_ms", 1.0, 1),
+            report::opt(r, "steady_p99_extra_ms", 1.0, 1),
+            report::opt(r, "max_extra_ms", 1.0, 0),
+            report::opt(r, "p99_bound_ms", 1.0, 0),
+            report::opt(r, "wire_per_record_byte", 1.0, 3),
+            report::opt(r, "linkem_late_max_ms", 1.0, 1),
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -818,6 +1101,30 @@ mod tests {
     }
 
     #[test]
+    fn device_reuse_counts_from_the_first_a_to_b_bytes_after_the_outage() {
+        let l = |t: f64, dir: &str, bytes: u64| json!({"t": t, "hop": 0, "direction": dir, "bytes_in": bytes, "bytes_delivered": bytes, "final": false});
+        let lines = vec![
+            l(0.2, "a_to_b", 100),
+            l(0.4, "a_to_b", 200),
+            l(0.6, "a_to_b", 200),
+            l(0.8, "a_to_b", 200),
+            l(1.0, "a_to_b", 200),
+            l(1.2, "a_to_b", 300),
+            l(1.2, "b_to_a", 1000),
+            l(1.4, "b_to_a", 1100),
+            l(1.6, "b_to_a", 1100 + 30_000),
+        ];
+        // Flat from 0.4 to 1.0 s; restored at 1.2 s; 150 kB/s over 1.4–1.6 s.
+        let r = reuse_after_device_restore(&lines, 0, 125_000.0).unwrap();
+        assert!((r - 0.4).abs() < 1e-9, "{r}");
+        assert_eq!(
+            reuse_after_device_restore(&lines, 1, 1.0),
+            None,
+            "no such path"
+        );
+    }
+
+    #[test]
     fn paths_of_systems_and_the_failover_systems() {
         assert_eq!(path_index("bbr-p1").unwrap(), 1);
         assert_eq!(path_index("ctcp-p0").unwrap(), 0);
@@ -828,7 +1135,17 @@ mod tests {
             cell_systems(&cells[1], &systems),
             ["ctcp-mp", "mptcp-cubic", "mptcp-bbr"]
         );
-        assert_eq!(cell_systems(&cells[0], &systems).len(), SYSTEMS.len());
+        assert_eq!(cell_systems(&cells[0], &systems).len(), SYSTEMS.len() - 1);
+        assert_eq!(
+            cell_systems(&cells[2], &systems),
+            ["ctcp-mp", "mptcp-cubic", "mptcp-bbr"],
+            "flap: the multipath systems"
+        );
+        assert_eq!(
+            cell_systems(&cells[4], &systems),
+            ["ctcp-mp", "ctcp-mp-redundant", "ctcp-p0", "ctcp-p1"],
+            "redundant: ctcp only"
+        );
         // 10·0.99 + 5·0.95 Mbit/s.
         assert!((capacity(&cells[0]) - 14.65e6).abs() < 1.0);
     }

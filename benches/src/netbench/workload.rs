@@ -234,6 +234,10 @@ pub struct PairOptions {
     pub peer: String,
     /// A configuration file for ctcp-forward (`--config`), e.g. its multipath `paths`.
     pub forward_config: Option<PathBuf>,
+    /// Further arguments of ctcp-forward (e.g. `--policy redundant`).
+    pub forward_args: Vec<String>,
+    /// Further arguments of ctcp-reverse.
+    pub reverse_args: Vec<String>,
 }
 
 impl Default for PairOptions {
@@ -244,6 +248,8 @@ impl Default for PairOptions {
             reverse_listen: at.clone(),
             peer: at,
             forward_config: None,
+            forward_args: Vec::new(),
+            reverse_args: Vec::new(),
         }
     }
 }
@@ -273,6 +279,7 @@ impl CtcpPair {
             in_ns(link.ns_b(), &bins.reverse.to_string_lossy())
                 .args(["--listen", &opts.reverse_listen, "--psk-file"])
                 .arg(&key)
+                .args(&opts.reverse_args)
                 .args(proxy_log_args())
                 .stdin(Stdio::null())
                 .stdout(log.try_clone()?)
@@ -298,6 +305,7 @@ impl CtcpPair {
                 ])
                 .arg("--psk-file")
                 .arg(&key)
+                .args(&opts.forward_args)
                 .args(proxy_log_args())
                 .stdin(Stdio::null())
                 .stdout(log.try_clone()?)

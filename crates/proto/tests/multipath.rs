@@ -6,7 +6,7 @@
 mod common;
 use common::Duo;
 use ctcp_proto::wire::MAX_PATHS;
-use ctcp_proto::TransportConfig;
+use ctcp_proto::{PathPolicy, TransportConfig};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -160,4 +160,105 @@ fn a_thousand_path_changes_leave_state_bounded() {
     assert!(s.is_established() && d.cli.connection(d.h).unwrap().is_established());
     assert!(s.stats().path_changes >= 1000, "{}", s.stats().path_changes);
     assert_eq!(d.srv.connection_count(), 1);
+}
+
+/// A client with a second path to the server's address, both validated, both ends
+/// under `policy`.
+fn two_validated_paths(policy: PathPolicy) -> Duo {
+    let mut d = Duo::new(TransportConfig {
+        path_policy: policy,
+        ..TransportConfig::default()
+    });
+    d.establish();
+    let sa = d.sa;
+    d.cli
+        .connection_mut(d.h)
+        .unwrap()
+        .add_path(d.now, sa)
+        .unwrap();
+    for _ in 0..50 {
+        d.step(Duration::from_millis(1));
+    }
+    let paths = d.cli.connection(d.h).unwrap().paths();
+    assert!(
+        paths.len() == 2 && paths.iter().all(|p| p.validated),
+        "{paths:?}"
+    );
+    d
+}
+
+#[test]
+fn a_path_taken_down_sends_nothing_until_it_is_up_and_validated_again() {
+    // Redundant: on this instant link aggregate would leave path 1 idle, and the test
+    // asserts it carries data again.
+    let mut d = two_validated_paths(PathPolicy::Redundant);
+    let s = d.open_stream();
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    let (mut down_at, mut up_at, mut sent_while_down) = (None, None, None);
+    let (got, _) = d.transfer(s, &data, 100_000, |d, got| {
+        let c = d.cli.connection_mut(d.h).unwrap();
+        let p1 = c.paths()[1];
+        if down_at.is_none() && got.len() > data.len() / 4 {
+            assert!(c.set_path_down(d.now, 1), "the path was up");
+            assert!(!c.set_path_down(d.now, 1), "down twice is once");
+            down_at = Some(got.len());
+            sent_while_down = Some(c.paths()[1].sent);
+        } else if down_at.is_some() && up_at.is_none() {
+            assert!(p1.down, "{p1:?}");
+            assert_eq!(Some(p1.sent), sent_while_down, "nothing leaves a down path");
+            if got.len() > data.len() / 2 {
+                assert!(c.set_path_up(d.now, 1), "the path was down");
+                up_at = Some(got.len());
+            }
+        }
+    });
+    assert!(
+        got == data,
+        "byte-exact ({} of {} bytes)",
+        got.len(),
+        data.len()
+    );
+    assert!(up_at.is_some(), "the transfer outlived the outage");
+    let c = d.cli.connection(d.h).unwrap();
+    let p1 = c.paths()[1];
+    assert!(
+        p1.validated && !p1.down && !p1.dead,
+        "validated again: {p1:?}"
+    );
+    assert!(
+        p1.sent > sent_while_down.unwrap() + 10,
+        "the path carries data again: {p1:?}"
+    );
+}
+
+#[test]
+fn a_thousand_path_flaps_leave_state_bounded() {
+    let mut d = two_validated_paths(PathPolicy::Aggregate);
+    let s = d.open_stream();
+    let chunk = vec![5u8; 4096];
+    let mut buf = vec![0u8; 16 << 10];
+    for k in 0..1000 {
+        let c = d.cli.connection_mut(d.h).unwrap();
+        let _ = c.write(s, &chunk);
+        if k % 2 == 0 {
+            c.set_path_down(d.now, 1);
+        } else {
+            c.set_path_up(d.now, 1);
+        }
+        for _ in 0..3 {
+            d.step(Duration::from_millis(1));
+        }
+        let h = d.srv.handles()[0];
+        while let Ok(ctcp_proto::ReadOutcome::Data(_)) =
+            d.srv.connection_mut(h).unwrap().read(s, &mut buf)
+        {}
+        let c = d.cli.connection(d.h).unwrap();
+        assert_eq!(c.paths().len(), 2);
+        assert!(c.stats().in_flight < 1000, "{}", c.stats().in_flight);
+        let srv = d.srv.connection(h).unwrap();
+        assert!(srv.paths().len() <= 2 && srv.stats().in_flight < 1000);
+    }
+    let c = d.cli.connection(d.h).unwrap();
+    assert!(c.is_established());
+    assert!(c.stats().path_changes >= 1000, "{}", c.stats().path_changes);
 }

@@ -63,9 +63,10 @@ pub(crate) struct Inner {
     pub(crate) totals: crate::metrics::Totals,
     /// Issue 27 hook: where received datagrams go (`crate::datagram`).
     pub(crate) datagrams: crate::datagram::Inbox,
-    /// Multipath (issue 29): local sockets beyond the shard's own, one per extra path; a
-    /// session opens that many paths once its handshake completes.
-    pub(crate) extra_paths: usize,
+    /// Multipath (issue 29): the forward's path sockets (slot `k` is path `k`; slot 0 is
+    /// the shard's own socket); a session opens a path per slot beyond 0 once its
+    /// handshake completes, down where the slot is.
+    pub(crate) paths: Option<Arc<Mutex<crate::paths::PathSockets>>>,
 }
 
 /// Handle to a running driver: one or more shards, each an `Endpoint` with its own
@@ -108,11 +109,13 @@ pub(crate) struct Shared {
     /// Set by [`Driver::close_all`]: close every session, then stop.
     closing: AtomicBool,
     /// Shards whose task has stopped; the driver has stopped when all have.
-    stopped: watch::Sender<usize>,
+    pub(crate) stopped: watch::Sender<usize>,
     /// Where [`Driver::connect`] starts its next session (round-robin over shards).
     next_connect: AtomicUsize,
     /// Datagrams a shard read for another whose queue was full.
     route_dropped: AtomicU64,
+    /// Multipath (issue 29): the forward's path sockets, if it has paths.
+    pub(crate) path_sockets: Option<Arc<Mutex<crate::paths::PathSockets>>>,
 }
 
 impl Shared {
@@ -176,42 +179,34 @@ impl Driver {
         shards: Vec<(Endpoint, std::net::UdpSocket)>,
         shutdown: watch::Receiver<bool>,
     ) -> io::Result<(Driver, DriverChannels)> {
-        Self::spawn_paths(shards, Vec::new(), shutdown)
+        Self::spawn_paths(shards, None, shutdown)
     }
 
     /// Starts one driver over several local sockets, one per path (issue 29): `first`
-    /// carries the handshake (path 0), and each session opens a path per `extra` socket
-    /// to its peer once connected; path `k` sends from `extra[k - 1]`. Datagrams read on
-    /// any socket feed the one endpoint (a packet names its path itself).
+    /// carries the handshake (path 0), and each session opens a path per further slot of
+    /// `paths` to its peer once connected; path `k` sends from slot `k`'s socket.
+    /// Datagrams read on any socket feed the one endpoint (a packet names its path
+    /// itself). Paths come and go at run time (`crate::paths`).
     ///
     /// # Errors
     /// Fails if a socket cannot be set up for asynchronous I/O.
-    pub fn spawn_multipath(
+    pub(crate) fn spawn_multipath(
         endpoint: Endpoint,
         first: std::net::UdpSocket,
-        extra: Vec<std::net::UdpSocket>,
+        paths: crate::paths::PathSockets,
         shutdown: watch::Receiver<bool>,
     ) -> io::Result<(Driver, DriverChannels)> {
-        Self::spawn_paths(vec![(endpoint, first)], extra, shutdown)
+        Self::spawn_paths(vec![(endpoint, first)], Some(paths), shutdown)
     }
 
-    /// [`Driver::spawn`] with `extra` path sockets on the first shard.
+    /// [`Driver::spawn`] with multipath sockets on the first shard.
     fn spawn_paths(
         shards: Vec<(Endpoint, std::net::UdpSocket)>,
-        extra: Vec<std::net::UdpSocket>,
+        paths: Option<crate::paths::PathSockets>,
         shutdown: watch::Receiver<bool>,
     ) -> io::Result<(Driver, DriverChannels)> {
         assert!(!shards.is_empty(), "a driver needs at least one shard");
-        // Each extra socket is read by its own task and written by the shard's, through
-        // two descriptors of one socket: reading needs the receive buffers to itself.
-        let mut path_readers = Vec::with_capacity(extra.len());
-        let mut path_writers = Vec::with_capacity(extra.len());
-        for socket in extra {
-            path_writers.push(UdpIo::new(socket.try_clone()?)?);
-            path_readers.push(UdpIo::new(socket)?);
-        }
-        let extra_paths = path_writers.len();
-        let mut path_writers = Some(path_writers);
+        let path_sockets = paths.map(|p| Arc::new(Mutex::new(p)));
         let mut ios = Vec::with_capacity(shards.len());
         let mut states = Vec::with_capacity(shards.len());
         let mut receivers = Vec::with_capacity(shards.len());
@@ -229,7 +224,7 @@ impl Driver {
                     lost: HashMap::new(),
                     totals: crate::metrics::Totals::default(),
                     datagrams: crate::datagram::Inbox::default(),
-                    extra_paths: if first { extra_paths } else { 0 },
+                    paths: path_sockets.clone().filter(|_| first),
                 }),
                 wake: Notify::new(),
                 routed,
@@ -244,6 +239,7 @@ impl Driver {
             stopped: watch::channel(0).0,
             next_connect: AtomicUsize::new(0),
             route_dropped: AtomicU64::new(0),
+            path_sockets,
         });
         let (incoming_tx, incoming) = mpsc::unbounded_channel();
         let (sessions_tx, sessions) = mpsc::unbounded_channel();
@@ -251,15 +247,21 @@ impl Driver {
             incoming: incoming_tx,
             sessions: sessions_tx,
         };
-        for io in path_readers {
-            tokio::spawn(read_path(shared.clone(), io));
+        if let Some(sockets) = &shared.path_sockets {
+            // Each path socket is read by its own task and written by the shard's, through
+            // two descriptors of one socket: reading needs the receive buffers to itself.
+            let mut s = crate::paths::lock(sockets);
+            for (k, socket) in s.take_pending() {
+                s.install(&shared, k, socket)?;
+            }
+            drop(s);
+            tokio::spawn(crate::paths::monitor(shared.clone()));
         }
         for (index, (io, routed)) in ios.into_iter().zip(receivers).enumerate() {
             tokio::spawn(run_shard(
                 shared.clone(),
                 index,
                 io,
-                path_writers.take().unwrap_or_default(),
                 routed,
                 reports.clone(),
                 shutdown.clone(),
@@ -443,7 +445,6 @@ async fn run_shard(
     shared: Arc<Shared>,
     index: usize,
     mut io: UdpIo,
-    paths: Vec<UdpIo>,
     mut routed: mpsc::Receiver<Routed>,
     reports: Reports,
     mut shutdown: watch::Receiver<bool>,
@@ -545,14 +546,27 @@ async fn run_shard(
             }
             for (buf, dest, seg, path) in &batches[..n] {
                 let seg = Some(*seg).filter(|s| buf.len() > *s);
-                // Path k > 0 leaves from extra socket k - 1 (paths are opened in socket
-                // order); a path without a socket of its own uses the shard's.
-                let out = usize::from(*path)
-                    .checked_sub(1)
-                    .and_then(|k| paths.get(k))
-                    .unwrap_or(&io);
-                if let Err(e) = out.send(*dest, buf, seg).await {
-                    tracing::debug!(error = %e, %dest, path, "UDP send failed");
+                let k = usize::from(*path);
+                // Path k > 0 of a multipath forward leaves from slot k's socket; a slot
+                // without one (down, not bound yet) sends nothing. Every other path (a
+                // reverse answers each where it came from) uses the shard's socket.
+                let res = match shared.path_sockets.as_ref().filter(|_| k > 0) {
+                    None => io.send(*dest, buf, seg).await,
+                    Some(sockets) => {
+                        let writer = crate::paths::lock(sockets).writer(k);
+                        match writer {
+                            Some(w) => w.send(*dest, buf, seg).await,
+                            None => continue,
+                        }
+                    }
+                };
+                match res {
+                    Err(e) if crate::paths::is_link_error(&e) => {
+                        tracing::debug!(error = %e, %dest, path, "UDP send failed: link error");
+                        crate::paths::set_down(&shared, k, &e);
+                    }
+                    Err(e) => tracing::debug!(error = %e, %dest, path, "UDP send failed"),
+                    Ok(()) => {}
                 }
             }
         }
@@ -566,7 +580,7 @@ async fn run_shard(
 
 /// Reads one extra path socket (multipath) and hands what it reads to the shard that owns
 /// each session, until that shard stops.
-async fn read_path(shared: Arc<Shared>, mut io: UdpIo) {
+pub(crate) async fn read_path(shared: Arc<Shared>, mut io: UdpIo) {
     let count = shared.shards.len();
     let stopped = async {
         let mut rx = shared.stopped.subscribe();
@@ -625,22 +639,37 @@ fn on_received(inner: &mut Inner, before: usize, reports: &Reports) {
     }
 }
 
-/// Multipath: opens one path per extra local socket on a session that just connected, to
-/// the peer's address (the path differs by the socket it leaves from).
+/// Multipath: opens one path per path socket slot beyond 0 on a session that just
+/// connected, to the peer's address (the path differs by the socket it leaves from); a
+/// path whose slot is down starts down, and comes up when the slot does.
 fn open_paths(inner: &mut Inner, h: ConnectionHandle) {
-    let n = inner.extra_paths;
-    let Some(c) = inner.endpoint.connection_mut(h).filter(|_| n > 0) else {
+    let Some(sockets) = inner.paths.clone() else {
+        return;
+    };
+    let up: Vec<bool> = {
+        let s = crate::paths::lock(&sockets);
+        (0..s.slots.len()).map(|k| s.is_up(k)).collect()
+    };
+    let Some(c) = inner.endpoint.connection_mut(h) else {
         return;
     };
     let (now, remote) = (clock::now(), c.remote());
-    for _ in 0..n {
+    for &slot_up in up.iter().skip(1) {
         match c.add_path(now, remote) {
-            Ok(id) => tracing::debug!(session = h.0, path = id, %remote, "path opened"),
+            Ok(id) => {
+                if !slot_up {
+                    c.set_path_down(now, id);
+                }
+                tracing::debug!(session = h.0, path = id, %remote, up = slot_up, "path opened");
+            }
             Err(e) => {
                 tracing::warn!(session = h.0, error = %e, "path not opened");
                 break;
             }
         }
+    }
+    if !up.first().copied().unwrap_or(true) {
+        c.set_path_down(now, 0);
     }
 }
 

@@ -58,8 +58,9 @@ pub enum RuntimeError {
         /// Why.
         source: io::Error,
     },
-    /// A multipath socket could not be bound to its address or interface.
-    #[error("cannot bind the tunnel socket of path {path} ({bind})")]
+    /// No multipath socket could be bound (one missing path alone is retried at run
+    /// time); the first path's error.
+    #[error("cannot bind the tunnel socket of any path (path {path}, {bind})")]
     PathBind {
         /// The path's index in `paths`.
         path: usize,
@@ -299,17 +300,10 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
     let lookup = resolve::system_lookup();
     let addrs = resolve::resolve_any(&s.peer, &lookup).await?;
     let bind = s.bind.unwrap_or_else(|| resolve::wildcard_for(&addrs));
-    let mut path_sockets = Vec::with_capacity(s.paths.len());
-    for (i, p) in s.paths.iter().enumerate() {
-        let socket = paths::bind(p, &addrs).map_err(|source| RuntimeError::PathBind {
-            path: i,
-            bind: p.to_string(),
-            source,
-        })?;
-        path_sockets.push(socket);
-    }
-    // With paths configured, the first path's socket is the tunnel socket (path 0).
-    let udp = if path_sockets.is_empty() {
+    // With paths configured, the first that binds and works is the tunnel socket (path
+    // 0); the others come up when they can (`paths::monitor`).
+    let mut path_sockets = None;
+    let udp = if s.paths.is_empty() {
         std::net::UdpSocket::bind(bind)
             .or_else(|e| match s.bind {
                 // A host without IPv6 still reaches the name's IPv4 addresses.
@@ -324,7 +318,16 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
                 source,
             })?
     } else {
-        path_sockets.remove(0)
+        let (sockets, first) =
+            paths::PathSockets::bind_all(&s.paths, &addrs).map_err(|(path, source)| {
+                RuntimeError::PathBind {
+                    path,
+                    bind: s.paths[path].to_string(),
+                    source,
+                }
+            })?;
+        path_sockets = Some(sockets);
+        first
     };
     let guard_peers = addrs.clone();
     // With one name the start-up resolution is its first; with a list the resolver starts
@@ -389,11 +392,12 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
         os_seed(),
     );
     let (shutdown, rx) = watch::channel(false);
-    let (driver, channels) = if path_sockets.is_empty() {
-        Driver::spawn(vec![(endpoint, udp)], rx.clone())?
-    } else {
-        tracing::info!(paths = ?s.paths.iter().map(ToString::to_string).collect::<Vec<_>>(), policy = ?s.transport.path_policy, "multipath");
-        Driver::spawn_multipath(endpoint, udp, path_sockets, rx.clone())?
+    let (driver, channels) = match path_sockets {
+        None => Driver::spawn(vec![(endpoint, udp)], rx.clone())?,
+        Some(sockets) => {
+            tracing::info!(paths = ?sockets.slots.iter().map(|p| p.bind.to_string()).collect::<Vec<_>>(), policy = ?s.transport.path_policy, "multipath");
+            Driver::spawn_multipath(endpoint, udp, sockets, rx.clone())?
+        }
     };
     tokio::spawn(signals::periodic_stats(
         driver.clone(),

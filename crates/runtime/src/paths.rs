@@ -1,10 +1,23 @@
 //! Multipath sockets (issue 29): one tunnel UDP socket per configured path, bound to a
 //! local source address or to an interface, so each path's datagrams leave by its link.
+//!
+//! Paths come and go at run time: a send that fails with a link error takes the path
+//! down in every session at once (its flight is repaired over the others), and a
+//! monitor checks every path each [`CHECK_EVERY`]: one whose interface or address is
+//! gone goes down, and one that is back (or that could not be bound at start-up) gets a
+//! fresh socket and is validated again before it carries data.
 
+use crate::driver::Shared;
+use crate::udp::UdpIo;
 use ctcp_config::PathBind;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often the monitor checks each path's interface, address and route.
+pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// A UDP socket for path `p`, able to reach `peers` (the reverse's resolved addresses):
 /// bound to the path's address (any port), or to the wildcard of the peers' family and,
@@ -43,6 +56,321 @@ pub(crate) fn bind(p: &PathBind, peers: &[SocketAddr]) -> io::Result<std::net::U
     }
 }
 
+/// Whether a send error says the path's link is gone (rather than a passing condition):
+/// no route or network, the device or the source address no longer there.
+pub(crate) fn is_link_error(e: &io::Error) -> bool {
+    use nix::libc;
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::ENETUNREACH
+                | libc::ENETDOWN
+                | libc::ENODEV
+                | libc::ENXIO
+                | libc::EADDRNOTAVAIL
+                | libc::EHOSTUNREACH
+        )
+    )
+}
+
+/// Whether path `p` can reach `peer` now: for an interface, it exists, is up with a
+/// carrier and holds an address of the peer's family (a socket bound to an interface
+/// without one still "sends", but nothing can answer); then a socket bound as the path's
+/// finds a route to the peer (`connect` on UDP only looks the route up).
+///
+/// # Errors
+/// Why the path cannot be used: the kernel's error (no such device, address not
+/// available, network unreachable) or `ENETDOWN` for an interface down or without an
+/// address.
+pub(crate) fn check(p: &PathBind, peer: SocketAddr) -> io::Result<()> {
+    if let PathBind::Device(name) = p {
+        device_ready(name, peer.is_ipv4())?;
+    }
+    bind(p, &[peer])?.connect(peer)
+}
+
+/// Whether interface `name` is up, running and holds an address of the family asked.
+fn device_ready(name: &str, v4: bool) -> io::Result<()> {
+    use nix::net::if_::InterfaceFlags;
+    let mut seen = false;
+    for a in nix::ifaddrs::getifaddrs()?.filter(|a| a.interface_name == name) {
+        seen = true;
+        let running = a
+            .flags
+            .contains(InterfaceFlags::IFF_UP | InterfaceFlags::IFF_RUNNING);
+        let family = a.address.is_some_and(|s| {
+            if v4 {
+                s.as_sockaddr_in().is_some()
+            } else {
+                s.as_sockaddr_in6().is_some()
+            }
+        });
+        if running && family {
+            return Ok(());
+        }
+    }
+    Err(if seen {
+        io::Error::new(
+            io::ErrorKind::NetworkDown,
+            "interface down or without an address of the peer's family",
+        )
+    } else {
+        io::Error::from_raw_os_error(nix::libc::ENODEV)
+    })
+}
+
+/// One configured path's socket, as the driver sends on it.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    /// What the path binds to.
+    pub(crate) bind: PathBind,
+    /// Where the path's datagrams are written; `None` for path 0 (the shard's own socket)
+    /// and for a path not bound yet.
+    writer: Option<Arc<UdpIo>>,
+    /// A socket bound at start-up, until the driver takes it over.
+    pending: Option<std::net::UdpSocket>,
+    /// The task reading the path's socket, stopped when the socket is replaced.
+    reader: Option<tokio::task::AbortHandle>,
+    /// Whether the path's link works (as far as sends and the last check tell).
+    pub(crate) up: bool,
+}
+
+/// The multipath sockets of a forward: slot `k` is path `k` (slot 0 carries the
+/// handshake; its socket is the shard's own).
+#[derive(Debug)]
+pub(crate) struct PathSockets {
+    pub(crate) slots: Vec<Slot>,
+    /// The reverse's resolved addresses (the check's destination before a session
+    /// exists).
+    pub(crate) peers: Vec<SocketAddr>,
+}
+
+impl PathSockets {
+    /// Binds every configured path for `peers` and checks its link. Path 0 is the first
+    /// that binds and works (else the first that binds), so one missing interface does
+    /// not stop the forward; the others are retried by the monitor. Returns the sockets
+    /// and path 0's socket.
+    ///
+    /// # Errors
+    /// The first path's error, when no path binds at all.
+    pub(crate) fn bind_all(
+        binds: &[PathBind],
+        peers: &[SocketAddr],
+    ) -> Result<(PathSockets, std::net::UdpSocket), (usize, io::Error)> {
+        let peer = peers.first().copied();
+        let mut slots = Vec::with_capacity(binds.len());
+        let mut first_error = None;
+        for (i, b) in binds.iter().enumerate() {
+            let socket = match bind(b, peers) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!(path = i, bind = %b, error = %e, "path not bound at start-up: retried every second");
+                    first_error.get_or_insert((i, e));
+                    None
+                }
+            };
+            let up = socket.is_some() && peer.is_some_and(|p| check(b, p).is_ok());
+            slots.push(Slot {
+                bind: b.clone(),
+                writer: None,
+                pending: socket,
+                reader: None,
+                up,
+            });
+        }
+        let lead = slots
+            .iter()
+            .position(|s| s.up)
+            .or_else(|| slots.iter().position(|s| s.pending.is_some()));
+        let Some(lead) = lead else {
+            return Err(first_error
+                .unwrap_or_else(|| (0, io::Error::new(io::ErrorKind::InvalidInput, "no path"))));
+        };
+        let mut first = slots.remove(lead);
+        let socket = first
+            .pending
+            .take()
+            .ok_or_else(|| (lead, io::Error::other("path 0 lost its socket")))?;
+        slots.insert(0, first);
+        Ok((
+            PathSockets {
+                slots,
+                peers: peers.to_vec(),
+            },
+            socket,
+        ))
+    }
+
+    /// The socket path `k` (> 0) writes to, if it has one.
+    pub(crate) fn writer(&self, k: usize) -> Option<Arc<UdpIo>> {
+        self.slots.get(k).and_then(|s| s.writer.clone())
+    }
+
+    /// Whether path `k` is up.
+    pub(crate) fn is_up(&self, k: usize) -> bool {
+        self.slots.get(k).is_some_and(|s| s.up)
+    }
+
+    /// Takes over path `k`'s new socket (`k` > 0): a writer for the driver, and a task
+    /// reading it into `shared`'s shards; the old socket, if any, is closed.
+    ///
+    /// # Errors
+    /// The socket cannot be set up for asynchronous I/O.
+    pub(crate) fn install(
+        &mut self,
+        shared: &Arc<Shared>,
+        k: usize,
+        socket: std::net::UdpSocket,
+    ) -> io::Result<()> {
+        let writer = Arc::new(UdpIo::new(socket.try_clone()?)?);
+        let reader = UdpIo::new(socket)?;
+        let Some(slot) = self.slots.get_mut(k) else {
+            return Ok(());
+        };
+        if let Some(old) = slot.reader.take() {
+            old.abort();
+        }
+        slot.writer = Some(writer);
+        slot.reader =
+            Some(tokio::spawn(crate::driver::read_path(shared.clone(), reader)).abort_handle());
+        Ok(())
+    }
+
+    /// The sockets bound at start-up beyond path 0, by path, for [`PathSockets::install`].
+    pub(crate) fn take_pending(&mut self) -> Vec<(usize, std::net::UdpSocket)> {
+        self.slots
+            .iter_mut()
+            .enumerate()
+            .skip(1)
+            .filter_map(|(k, s)| s.pending.take().map(|p| (k, p)))
+            .collect()
+    }
+}
+
+/// Takes path `k` down in the driver and in every session on shard 0 (a forward's
+/// multipath sessions live there), once: logged at info with `why`.
+pub(crate) fn set_down(shared: &Shared, k: usize, why: &io::Error) {
+    let Some(sockets) = shared.path_sockets.as_ref() else {
+        return;
+    };
+    {
+        let mut s = lock(sockets);
+        let Some(slot) = s.slots.get_mut(k).filter(|s| s.up) else {
+            return;
+        };
+        slot.up = false;
+        tracing::info!(path = k, bind = %slot.bind, error = %why, "path down: its flight goes over the other paths");
+    }
+    let shard = &shared.shards()[0];
+    let mut inner = shard.lock();
+    let now = crate::clock::now();
+    for h in inner.endpoint.handles() {
+        if let Some(c) = inner.endpoint.connection_mut(h) {
+            c.set_path_down(now, path_id(k));
+        }
+    }
+    drop(inner);
+    shard.wake.notify_one();
+}
+
+/// Path index `k` as a wire path id (paths are at most `MAX_PATHS`, far below 256).
+fn path_id(k: usize) -> u8 {
+    u8::try_from(k).unwrap_or(u8::MAX)
+}
+
+/// Locks the path sockets (a panic while holding the lock is a bug elsewhere; the
+/// state stays usable).
+pub(crate) fn lock(m: &std::sync::Mutex<PathSockets>) -> std::sync::MutexGuard<'_, PathSockets> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The monitor: every [`CHECK_EVERY`] checks each path ([`check`]) toward the session's
+/// peer; a path that fails goes down, one that works again gets a fresh socket (path 0
+/// keeps the shard's, bound to the same interface or address) and is brought up in
+/// every session, which validates it again. Ends when the driver stops.
+pub(crate) async fn monitor(shared: Arc<Shared>) {
+    let Some(sockets) = shared.path_sockets.as_ref() else {
+        return;
+    };
+    let count = shared.shards().len();
+    let stopped = async {
+        let mut rx = shared.stopped.subscribe();
+        let _ = rx.wait_for(|s| *s >= count).await;
+    };
+    tokio::pin!(stopped);
+    let mut tick = tokio::time::interval(CHECK_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = &mut stopped => return,
+        }
+        let peer = {
+            let inner = shared.shards()[0].lock();
+            let remote = inner
+                .endpoint
+                .handles()
+                .into_iter()
+                .find_map(|h| inner.endpoint.connection(h).map(|c| c.remote()));
+            remote.or_else(|| lock(sockets).peers.first().copied())
+        };
+        let Some(peer) = peer else { continue };
+        let n = lock(sockets).slots.len();
+        for k in 0..n {
+            let (bind, up) = {
+                let s = lock(sockets);
+                (s.slots[k].bind.clone(), s.slots[k].up)
+            };
+            match (up, check(&bind, peer)) {
+                (true, Err(e)) => set_down(&shared, k, &e),
+                (false, Ok(())) => bring_up(&shared, sockets, k, &bind, peer),
+                (true, Ok(())) => for_sessions(&shared, |c, now| {
+                    c.set_path_up(now, path_id(k));
+                }),
+                (false, Err(_)) => {}
+            }
+        }
+    }
+}
+
+/// Path `k` works again: a fresh socket (beyond path 0), then up in every session.
+fn bring_up(
+    shared: &Arc<Shared>,
+    sockets: &std::sync::Mutex<PathSockets>,
+    k: usize,
+    bind_to: &PathBind,
+    peer: SocketAddr,
+) {
+    if k > 0 {
+        let fresh = bind(bind_to, &[peer]).and_then(|s| lock(sockets).install(shared, k, s));
+        if let Err(e) = fresh {
+            tracing::debug!(path = k, bind = %bind_to, error = %e, "path works but its socket does not bind yet");
+            return;
+        }
+    }
+    if let Some(slot) = lock(sockets).slots.get_mut(k) {
+        slot.up = true;
+    }
+    tracing::info!(path = k, bind = %bind_to, "path up: validating it again");
+    for_sessions(shared, |c, now| {
+        c.set_path_up(now, path_id(k));
+    });
+}
+
+/// Runs `f` on every session of shard 0 (where a forward's sessions live), then wakes it.
+fn for_sessions(shared: &Shared, f: impl Fn(&mut ctcp_proto::Connection, std::time::Instant)) {
+    let shard = &shared.shards()[0];
+    let mut inner = shard.lock();
+    let now = crate::clock::now();
+    for h in inner.endpoint.handles() {
+        if let Some(c) = inner.endpoint.connection_mut(h) {
+            f(c, now);
+        }
+    }
+    drop(inner);
+    shard.wake.notify_one();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,5 +384,80 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
         // An interface that does not exist is an error, never a socket on another link.
         assert!(bind(&PathBind::Device("ctcp-no-such0".into()), &v4).is_err());
+    }
+
+    #[test]
+    fn a_path_is_checked_by_its_interface_address_and_route() {
+        let peer = "127.0.0.1:7000".parse().unwrap();
+        assert!(check(&PathBind::Address("127.0.0.1".parse().unwrap()), peer).is_ok());
+        // An address this host does not hold (TEST-NET-3).
+        let gone = check(&PathBind::Address("203.0.113.9".parse().unwrap()), peer).unwrap_err();
+        assert!(is_link_error(&gone), "{gone}");
+        let missing = check(&PathBind::Device("ctcp-no-such0".into()), peer).unwrap_err();
+        assert!(is_link_error(&missing), "{missing}");
+        assert!(!is_link_error(&io::Error::from(io::ErrorKind::WouldBlock)));
+    }
+
+    #[test]
+    fn a_missing_path_does_not_stop_the_others_and_path_0_is_one_that_works() {
+        let peers = ["127.0.0.1:7000".parse().unwrap()];
+        let binds = [
+            PathBind::Device("ctcp-no-such0".into()),
+            PathBind::Address("127.0.0.1".parse().unwrap()),
+        ];
+        let (s, first) = PathSockets::bind_all(&binds, &peers).unwrap();
+        assert_eq!(first.local_addr().unwrap().ip().to_string(), "127.0.0.1");
+        assert_eq!(s.slots[0].bind, binds[1], "the working path leads");
+        assert!(s.slots[0].up && !s.slots[1].up);
+        assert!(
+            s.slots[1].pending.is_none(),
+            "nothing bound for the missing one"
+        );
+        let none = PathSockets::bind_all(&binds[..1], &peers).unwrap_err();
+        assert_eq!(none.0, 0);
+    }
+
+    /// Open descriptors of this process.
+    fn open_fds() -> usize {
+        std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count)
+    }
+
+    #[tokio::test]
+    async fn re_binding_a_path_many_times_leaves_the_descriptors_flat() {
+        let peers = ["127.0.0.1:7000".parse().unwrap()];
+        let binds = [
+            PathBind::Address("127.0.0.1".parse().unwrap()),
+            PathBind::Address("127.0.0.1".parse().unwrap()),
+        ];
+        let (sockets, first) = PathSockets::bind_all(&binds, &peers).unwrap();
+        let endpoint = ctcp_proto::Endpoint::new(
+            ctcp_proto::EndpointConfig::new(
+                ctcp_proto::Psk::new(&[3; 32]).unwrap(),
+                ctcp_proto::TransportConfig::default(),
+                false,
+            ),
+            [4; 32],
+        );
+        let (_stop, rx) = tokio::sync::watch::channel(false);
+        let (driver, _channels) =
+            crate::Driver::spawn_multipath(endpoint, first, sockets, rx).unwrap();
+        let shared = driver.shared.clone();
+        let m = shared.path_sockets.clone().unwrap();
+        let before = open_fds();
+        // Each re-bind opens a socket (two descriptors) and must close the one it replaces:
+        // a leak would add 1,000 descriptors over these 500 flaps.
+        for _ in 0..500 {
+            let socket = bind(&binds[1], &peers).unwrap();
+            lock(&m).install(&shared, 1, socket).unwrap();
+            tokio::task::yield_now().await;
+        }
+        // Aborted readers drop their socket when the runtime next polls them.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let after = open_fds();
+        assert!(
+            after < before + 100,
+            "descriptors grew from {before} to {after} over 500 re-binds"
+        );
+        assert!(lock(&m).writer(1).is_some());
     }
 }

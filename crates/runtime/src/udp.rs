@@ -98,11 +98,16 @@ impl UdpIo {
         };
         loop {
             self.socket.writable().await?;
+            // `try_send`, not `send`: quinn-udp's `send` logs and swallows every other
+            // error, and the multipath driver must see link errors (`paths::is_link_error`).
             match self.socket.try_io(Interest::WRITABLE, || {
-                self.state.send((&self.socket).into(), &transmit)
+                self.state.try_send((&self.socket).into(), &transmit)
             }) {
                 Ok(()) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                // Too large for the route's MTU: dropped like a lost datagram, as quinn-udp's
+                // `send` does.
+                Err(e) if e.raw_os_error() == Some(nix::libc::EMSGSIZE) => return Ok(()),
                 Err(e) => return Err(e),
             }
         }

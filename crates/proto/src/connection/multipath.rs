@@ -31,6 +31,9 @@ pub struct PathInfo {
     pub validated: bool,
     /// Whether it was declared dead (only probes go out on it).
     pub dead: bool,
+    /// Whether the application took it down ([`Connection::set_path_down`]): nothing
+    /// goes out on it until [`Connection::set_path_up`].
+    pub down: bool,
     /// Smoothed RTT measured on it.
     pub srtt: Duration,
     /// Its congestion window, in packets.
@@ -77,6 +80,70 @@ impl Connection {
         true
     }
 
+    /// Takes path `id` down at once: its socket reported a link error (network
+    /// unreachable, device gone, address not available) or its interface or address went
+    /// away. Everything it holds in flight counts as lost and is repaired over the other
+    /// paths now, without waiting for silence to show it; nothing goes out on it (no data,
+    /// ACKs, challenges or probes) until [`Connection::set_path_up`]. Path 0 may go down
+    /// too (the session lives while another path does). Returns whether the path was up;
+    /// taking a down path down again does nothing.
+    pub fn set_path_down(&mut self, now: Instant, id: u8) -> bool {
+        let Some(i) = self.paths.index_of(id) else {
+            return false;
+        };
+        let p = self.paths.get_mut(i);
+        if p.liveness.down {
+            return false;
+        }
+        p.liveness.down = true;
+        p.validation.challenge = None;
+        p.validation.respond = None;
+        p.ack.owed.clear();
+        tracing::debug!(conn = self.conn_id, path = id, "path down");
+        // Dead as well: the other paths' ACK handling and repair accounting already treat
+        // a dead path's flight as unreliable (`lose_dead_paths_hole`, repair coverage).
+        self.declare_dead(now, i, None);
+        true
+    }
+
+    /// Brings path `id` back up after [`Connection::set_path_down`] (its socket works
+    /// again): it starts over as a fresh path to the same address, with a new challenge,
+    /// and carries data once the peer answers it. On a path that is up but whose
+    /// validation was given up, starts a new challenge (at most once per hold-off), so a
+    /// path that came back while its challenges were lost validates eventually. Returns
+    /// whether the path was down.
+    pub fn set_path_up(&mut self, now: Instant, id: u8) -> bool {
+        let Some(i) = self.paths.index_of(id) else {
+            return false;
+        };
+        let p = self.paths.get(i);
+        let down = p.liveness.down;
+        // A challenge that was never sent, or given up at least a hold-off ago.
+        let given_up = !p.validation.validated
+            && !p.challenging()
+            && p.validation
+                .challenge
+                .is_none_or(|c| now >= c.created + super::path::RECHALLENGE_AFTER);
+        if !down && !given_up {
+            return false;
+        }
+        let token = self.paths.next_token();
+        let p = self.paths.get_mut(i);
+        if down {
+            p.restart(now, token, &self.config);
+            tracing::debug!(
+                conn = self.conn_id,
+                path = id,
+                "path up: validating it again"
+            );
+            self.paths.count_change();
+        } else {
+            let remote = p.remote;
+            p.challenge(now, remote, token);
+        }
+        down
+    }
+
     /// The session's paths.
     pub fn paths(&self) -> Vec<PathInfo> {
         self.paths
@@ -86,6 +153,7 @@ impl Connection {
                 remote: p.remote,
                 validated: p.validation.validated,
                 dead: p.liveness.dead,
+                down: p.liveness.down,
                 srtt: p.rtt.srtt(),
                 cwnd: p.cc.window(),
                 in_flight: p.sent.in_flight(),
@@ -322,6 +390,9 @@ impl Connection {
         buf: &mut Vec<u8>,
         i: usize,
     ) -> Option<Transmit> {
+        if self.paths.get(i).liveness.down {
+            return None;
+        }
         if let Some(ack) = self.paths.get_mut(i).ack.owed.pop_front() {
             // Taken while a batch of arrivals was read (`AckState::owed`): alone, at once.
             self.begin_packet(buf, i);

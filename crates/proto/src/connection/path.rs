@@ -79,6 +79,10 @@ pub(super) struct Liveness {
     /// Declared dead: nothing heard for [`PathData::dead_after`] while waiting. Only
     /// probes go out on it until it answers again.
     pub(super) dead: bool,
+    /// Taken down by the application (its socket reports a link error, or its interface
+    /// or address is gone): nothing at all goes out on it, not even probes, until the
+    /// application brings it back up and it validates again.
+    pub(super) down: bool,
     /// When the next probe of a dead or standby path is due.
     pub(super) next_probe: Option<Instant>,
     /// When an authenticated packet last arrived on the path from its address.
@@ -164,9 +168,34 @@ impl PathData {
         }
     }
 
-    /// Whether data may go out on this path now: validated and not declared dead.
+    /// Whether data may go out on this path now: validated, not declared dead, not down.
     pub(super) fn usable(&self) -> bool {
-        self.validation.validated && !self.liveness.dead
+        self.validation.validated && !self.liveness.dead && !self.liveness.down
+    }
+
+    /// Brings a path that was down back as a fresh path to the same address: its
+    /// estimators and controller start over (what they learned may not hold for the link
+    /// that came back), it must validate again (`token` starts the challenge), and its
+    /// packet numbers, sent ledger and receive side carry on (the peer's replay window
+    /// and ACK state follow those numbers).
+    pub(super) fn restart(&mut self, now: Instant, token: u64, config: &TransportConfig) {
+        let fresh = PathData::new(self.id, self.remote, false, config);
+        self.cc = fresh.cc;
+        self.rtt = fresh.rtt;
+        self.pacer = fresh.pacer;
+        self.loss = fresh.loss;
+        self.reorder = fresh.reorder;
+        self.timers = fresh.timers;
+        self.validation = fresh.validation;
+        self.liveness = fresh.liveness;
+        self.challenge(now, self.remote, token);
+    }
+
+    /// Whether a challenge is out and not given up.
+    pub(super) fn challenging(&self) -> bool {
+        self.validation
+            .challenge
+            .is_some_and(|c| c.tries < CHALLENGE_TRIES)
     }
 
     /// Silence after which a path that owes answers is declared dead: three probe

@@ -165,7 +165,8 @@ impl Paths {
     /// Whether path index `i` is probed rather than used: validated, but dead or (under
     /// `failover`) standing by; single-path sessions never probe.
     pub(super) fn probed(&self, i: usize) -> bool {
-        self.list.len() > 1 && self.list[i].validation.validated && !self.carries_data(i)
+        let p = &self.list[i];
+        self.list.len() > 1 && p.validation.validated && !p.liveness.down && !self.carries_data(i)
     }
 
     /// When the next probe of path index `i` is due, if it is probed.
