@@ -356,7 +356,7 @@ async fn handle_client(
         return Ok(());
     }
     tracing::debug!(%from, target = %req.target, stream = stream.id(), "stream open");
-    match tokio::io::copy_bidirectional(&mut tcp, &mut stream).await {
+    match crate::splice::splice(&mut tcp, &mut stream).await {
         Ok((up, down)) => {
             tracing::debug!(%from, up, down, "client done");
             Ok(())
@@ -462,7 +462,7 @@ async fn relay_fast_open(
     result: impl std::future::Future<Output = OpenResult>,
 ) -> io::Result<()> {
     let failed = {
-        let relay = tokio::io::copy_bidirectional(&mut tcp, &mut stream);
+        let relay = crate::splice::splice(&mut tcp, &mut stream);
         tokio::pin!(relay);
         tokio::pin!(result);
         let mut opened = false;

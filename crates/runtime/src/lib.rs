@@ -21,6 +21,7 @@ pub mod resolve;
 pub mod reverse;
 pub mod signals;
 pub mod socks;
+mod splice;
 pub mod status;
 pub mod transparent;
 pub mod transparent_udp;

@@ -148,7 +148,7 @@ async fn handle_stream(
             if stream.send_open_result(OpenResult::Succeeded).is_err() {
                 return;
             }
-            match tokio::io::copy_bidirectional(&mut stream, &mut tcp).await {
+            match crate::splice::splice(&mut stream, &mut tcp).await {
                 Ok((up, down)) => {
                     tracing::debug!(session = conn.0, stream = id, up, down, "stream done")
                 }
