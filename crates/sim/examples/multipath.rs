@@ -77,6 +77,15 @@ fn run(name: &str, spec: &MultipathSpec, ideal_mbit: f64) -> MultipathReport {
             .collect();
         println!("    stalls: {}", list.join(", "));
     }
+    if r.receiver_path_bytes.len() > 1 {
+        let secs = r.duration.as_secs_f64().max(1e-9);
+        let per: Vec<String> = r
+            .receiver_path_bytes
+            .iter()
+            .map(|b| format!("{:.1} kbit/s", *b as f64 * 8.0 / secs / 1e3))
+            .collect();
+        println!("    return bytes per path (ACKs): {}", per.join(" / "));
+    }
     if std::env::var_os("MULTIPATH_STATS").is_some() {
         println!("    sender {:?}", r.sender_stats);
         println!("    receiver {:?}", r.receiver_stats);
