@@ -149,9 +149,12 @@ impl Connection {
         let can_send = (cwnd_open && paced_ok) || probe;
         let have_unacked = !self.encoder.is_empty();
         let repair_here = soonest || !self.repair.owes_reactive();
-        if can_send && have_unacked && repair_here {
+        if can_send && have_unacked {
             let srtt = self.paths.get(i).rtt.srtt();
-            if let Some(plan) = self.repair.next_repair(self.unacked(), srtt) {
+            if let Some(plan) = repair_here
+                .then(|| self.repair.next_repair(self.unacked(), srtt))
+                .flatten()
+            {
                 return Some(self.send_repair(now, buf, i, plan));
             }
             if let Some(id) = self.paths.take_copy(i, self.encoder.first_id()) {
