@@ -64,6 +64,9 @@ fn two_paths_aggregate_their_capacity() {
     );
     // More than the better path alone could carry.
     assert!(r.goodput_after_10s_bps > 9.9e6 * 1.3);
+    // Losses of the 600 ms path were repaired from the 60 ms path's reports of them.
+    let reported = r.sender_stats.map_or(0, |s| s.reported_losses);
+    assert!(reported > 0, "no loss owed from a PATH_ACK");
 }
 
 /// The failover scenario: path `dies` down from 15 s to 35 s of a transfer long enough

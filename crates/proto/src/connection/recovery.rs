@@ -141,10 +141,13 @@ impl Connection {
         let p = self.paths.get_mut(k);
         let min_rtt = p.rtt.min_rtt();
         let repair = &mut self.repair;
-        p.sent
-            .owe_reported_losses(report.largest_pn, report.pn_bitmap, pkt_threshold, |kind| {
-                repair.on_lost(now, min_rtt, kind)
-            });
+        let owed = p.sent.owe_reported_losses(
+            report.largest_pn,
+            report.pn_bitmap,
+            pkt_threshold,
+            |kind| repair.on_lost(now, min_rtt, kind),
+        );
+        self.stats.reported_losses += owed;
     }
 
     /// Settles what the peer's in-order point made obsolete, after an ACK on path index
