@@ -94,6 +94,7 @@ pub fn log_stats(driver: &Driver, loud: bool) {
                 repair_stall = s.stall_repairs,
                 repairs_received = s.repairs_received,
                 repairs_useless = s.repairs_useless,
+                reported_losses = s.reported_losses,
                 "session stats"
             );
         }

@@ -3,7 +3,9 @@
 //! either path and its return, two 20 %-loss paths, the redundant policy, and the best
 //! single path of each pair for comparison.
 //!
-//! `cargo run --release -p ctcp-sim --example multipath [-- --seed N]`
+//! `cargo run --release -p ctcp-sim --example multipath [-- --seed N] [--only a|b|c|d]`
+//! (`--only`: the scenarios of that letter alone; `MULTIPATH_STALLS=N` lists the N
+//! longest stalls of each run by when they began).
 
 use ctcp_proto::{PathPolicy, TransportConfig};
 use ctcp_sim::ctcp::Pace;
@@ -26,6 +28,16 @@ fn config(policy: PathPolicy) -> TransportConfig {
     }
 }
 
+/// The value after `flag` on the command line.
+fn arg(flag: &str) -> Option<String> {
+    std::env::args().skip_while(|a| a != flag).nth(1)
+}
+
+/// Whether the scenario group `letter` runs (`--only`).
+fn wanted(letter: &str) -> bool {
+    arg("--only").is_none_or(|o| o == letter)
+}
+
 fn run(name: &str, spec: &MultipathSpec, ideal_mbit: f64) -> MultipathReport {
     let r = run_multipath(spec).unwrap_or_else(|e| panic!("{name}: {e}"));
     println!(
@@ -42,6 +54,38 @@ fn run(name: &str, spec: &MultipathSpec, ideal_mbit: f64) -> MultipathReport {
         r.longest_stall_at.as_secs_f64(),
         r.p99_extra_delay_ms,
     );
+    if let Some(n) = std::env::var("MULTIPATH_STALLS")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+    {
+        let mut gaps: Vec<(std::time::Duration, std::time::Duration)> = r
+            .progress
+            .windows(2)
+            .map(|w| (w[1].0 - w[0].0, w[0].0))
+            .collect();
+        gaps.sort_by(|a, b| b.cmp(a));
+        let list: Vec<String> = gaps
+            .iter()
+            .take(n)
+            .map(|(d, at)| {
+                format!(
+                    "{:.0} ms at {:.2} s",
+                    d.as_secs_f64() * 1e3,
+                    at.as_secs_f64()
+                )
+            })
+            .collect();
+        println!("    stalls: {}", list.join(", "));
+    }
+    if r.receiver_path_bytes.len() > 1 {
+        let secs = r.duration.as_secs_f64().max(1e-9);
+        let per: Vec<String> = r
+            .receiver_path_bytes
+            .iter()
+            .map(|b| format!("{:.1} kbit/s", *b as f64 * 8.0 / secs / 1e3))
+            .collect();
+        println!("    return bytes per path (ACKs): {}", per.join(" / "));
+    }
     if std::env::var_os("MULTIPATH_STATS").is_some() {
         println!("    sender {:?}", r.sender_stats);
         println!("    receiver {:?}", r.receiver_stats);
@@ -50,11 +94,7 @@ fn run(name: &str, spec: &MultipathSpec, ideal_mbit: f64) -> MultipathReport {
 }
 
 fn main() {
-    let seed: u64 = std::env::args()
-        .skip_while(|a| a != "--seed")
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(29);
+    let seed: u64 = arg("--seed").and_then(|s| s.parse().ok()).unwrap_or(29);
     let long = link(10, 600, 0.01);
     let short = link(5, 60, 0.05);
     let spec = |paths: Vec<PathSpec>, total: u64, policy: PathPolicy| MultipathSpec {
@@ -66,6 +106,23 @@ fn main() {
         deadline: Duration::from_secs(300),
     };
     let agg_ideal = 10.0 * 0.99 + 5.0 * 0.95;
+    if wanted("a") {
+        aggregate(&spec, long, short, agg_ideal);
+    }
+    if wanted("b") {
+        failover(&spec, long, short, agg_ideal);
+    }
+    if wanted("c") {
+        two_lossy(&spec);
+    }
+    if wanted("d") {
+        redundant(&spec);
+    }
+}
+
+type Spec<'a> = &'a dyn Fn(Vec<PathSpec>, u64, PathPolicy) -> MultipathSpec;
+
+fn aggregate(spec: Spec<'_>, long: LinkSpec, short: LinkSpec, agg_ideal: f64) {
     run(
         "(a) 10/600/1% + 5/60/5% aggregate",
         &spec(
@@ -89,6 +146,9 @@ fn main() {
         ),
         4.75,
     );
+}
+
+fn failover(spec: Spec<'_>, long: LinkSpec, short: LinkSpec, agg_ideal: f64) {
     let (down, up) = (Duration::from_secs(15), Duration::from_secs(35));
     for (name, paths, survivor_rtt) in [
         (
@@ -133,6 +193,9 @@ fn main() {
             back.join(" / ")
         );
     }
+}
+
+fn two_lossy(spec: Spec<'_>) {
     let lossy = link(10, 100, 0.2);
     run(
         "(c) 2 x 10/100/20% aggregate",
@@ -144,6 +207,9 @@ fn main() {
         2.0 * 10.0 * 0.8,
     );
     println!("    wire budget 1.05/(1-0.2) = {:.3}", 1.05 / 0.8);
+}
+
+fn redundant(spec: Spec<'_>) {
     for (name, policy) in [
         ("(d) redundant 2 x 5% 1 Mbit/s app", PathPolicy::Redundant),
         ("    aggregate, same paths and app", PathPolicy::Aggregate),

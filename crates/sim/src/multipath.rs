@@ -85,6 +85,9 @@ pub struct MultipathReport {
     pub sender_stats: Option<ctcp_proto::ConnectionStats>,
     /// Receiver statistics at the end.
     pub receiver_stats: Option<ctcp_proto::ConnectionStats>,
+    /// Bytes the receiver sent on each path (by path id): its ACKs and the reports of
+    /// other paths' packet numbers that ride them, the return overhead per path.
+    pub receiver_path_bytes: Vec<u64>,
 }
 
 impl MultipathReport {
@@ -237,5 +240,14 @@ pub fn run_multipath(spec: &MultipathSpec) -> Result<MultipathReport, SimError> 
         progress: d.progress.iter().map(|&(t, b)| (t - start, b)).collect(),
         sender_stats: c.stats(),
         receiver_stats: r.stats(),
+        receiver_path_bytes: {
+            let mut bytes = vec![0; lanes];
+            for p in r.paths() {
+                if let Some(slot) = bytes.get_mut(usize::from(p.id)) {
+                    *slot = p.bytes_sent;
+                }
+            }
+            bytes
+        },
     })
 }

@@ -6,7 +6,7 @@
 
 use ctcp_proto::{PathPolicy, TransportConfig};
 use ctcp_sim::ctcp::Pace;
-use ctcp_sim::multipath::{run_multipath, MultipathSpec, PathSpec};
+use ctcp_sim::multipath::{run_multipath, MultipathReport, MultipathSpec, PathSpec};
 use ctcp_sim::{LinkSpec, LossModel};
 use std::time::Duration;
 
@@ -64,23 +64,36 @@ fn two_paths_aggregate_their_capacity() {
     );
     // More than the better path alone could carry.
     assert!(r.goodput_after_10s_bps > 9.9e6 * 1.3);
+    // Losses of the 600 ms path were repaired from the 60 ms path's reports of them.
+    let reported = r.sender_stats.map_or(0, |s| s.reported_losses);
+    assert!(reported > 0, "no loss owed from a PATH_ACK");
 }
 
 /// The failover scenario: path `dies` down from 15 s to 35 s of a transfer long enough
 /// to outlast it; returns the stall around the cut and when each path was busy again.
 fn failover(dies: usize) -> (Duration, Vec<Option<Duration>>) {
-    let (long, short) = pair();
+    let r = failover_run(dies, SEED);
     let (down, up) = (Duration::from_secs(15), Duration::from_secs(35));
-    let mut paths = vec![long, short];
-    paths[dies] = paths[dies].clone().down(down, up);
-    let r = run_multipath(&spec(paths, 60_000_000, PathPolicy::Aggregate)).unwrap();
-    assert!(r.bytes_ok, "the transfer survives the outage byte-exact");
     let (stall, at) = r.longest_stall_in(down, down + Duration::from_secs(5));
     let back = (0..2)
         .map(|i| r.path_busy_after(i, up, Duration::from_millis(500), 50))
         .collect();
     eprintln!("path {dies} down: stall {stall:?} at {at:?}, busy again {back:?}");
     (stall, back)
+}
+
+/// The failover scenario's run with `seed`: path `dies` down from 15 s to 35 s of 60 MB,
+/// byte-exact.
+fn failover_run(dies: usize, seed: u64) -> MultipathReport {
+    let (long, short) = pair();
+    let (down, up) = (Duration::from_secs(15), Duration::from_secs(35));
+    let mut paths = vec![long, short];
+    paths[dies] = paths[dies].clone().down(down, up);
+    let mut s = spec(paths, 60_000_000, PathPolicy::Aggregate);
+    s.seed = seed;
+    let r = run_multipath(&s).unwrap();
+    assert!(r.bytes_ok, "the transfer survives the outage byte-exact");
+    r
 }
 
 /// Every path carried data again within 5 s of the dead one's return at `up`.
@@ -111,6 +124,28 @@ fn the_long_path_dies_and_returns() {
     // read from the short path's answers, its flight repaired over the short one at once.
     assert!(stall <= Duration::from_millis(320), "stall {stall:?}");
     assert_busy_again(&back, up);
+}
+
+/// The stall bound over the whole transfer, not only from the cut: with both
+/// paths up, a loss on the 600 ms path is reported over the 60 ms one (a PATH_ACK beside
+/// its ACKs) and repaired there, so no loss waits for the long path's own ACK, before the
+/// cut or after the return. Virtual time, two seeds.
+#[test]
+fn no_stall_of_the_whole_transfer_outlasts_the_bound_when_the_long_path_dies() {
+    for seed in [SEED, 2] {
+        let r = failover_run(0, seed);
+        eprintln!(
+            "seed {seed}: longest stall {:?} at {:?}",
+            r.longest_stall, r.longest_stall_at
+        );
+        // 2 × 60 ms + 200 ms, the survivor's bound, from the first byte to the last.
+        assert!(
+            r.longest_stall <= Duration::from_millis(320),
+            "seed {seed}: stall {:?} at {:?}",
+            r.longest_stall,
+            r.longest_stall_at
+        );
+    }
 }
 
 #[test]

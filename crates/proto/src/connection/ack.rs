@@ -1,6 +1,6 @@
 //! The receive side's ACK state: which packets arrived, and when an ACK is due.
 
-use crate::wire::{self, Ack, LateArrivals};
+use crate::wire::{self, Ack, LateArrivals, PathAck};
 use ctcp_rlnc::DecoderStatus;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -23,6 +23,12 @@ pub(super) struct AckState {
     /// reach, oldest first, each to go out alone ahead of anything else (see
     /// [`AckState::would_drop_unreported`]).
     pub(super) owed: VecDeque<Ack>,
+    /// Multipath: the packet that revealed this path's newest hole, while a faster path
+    /// still owes the sender reports of this path's packet numbers
+    /// ([`AckState::path_ack_due`]).
+    pub(super) hole_from: Option<u64>,
+    /// The largest packet number such a report last carried.
+    pub(super) path_acked: Option<u64>,
 }
 
 impl AckState {
@@ -55,6 +61,7 @@ impl AckState {
                 };
                 if shift > 1 && eliciting {
                     self.immediate = true; // a hole: tell the sender now
+                    self.hole_from = Some(pn);
                 }
                 self.largest = Some(pn);
                 self.largest_time = Some(now);
@@ -83,6 +90,42 @@ impl AckState {
         self.unacked_eliciting += 1;
         if self.unacked_eliciting >= 2 {
             self.immediate = true;
+        }
+    }
+}
+
+/// Packets past the one that revealed a hole during which faster paths keep reporting this
+/// path's packet numbers: the sender declares the hole lost once it lies its packet
+/// threshold (3, more under measured reordering) below the largest reported, and each
+/// report rides a faster path's own ACK, so the reports follow this path's arrivals.
+const PATH_ACK_SPAN: u64 = 16;
+
+impl AckState {
+    /// The report of this path's packet numbers (wire path `path`) that a faster path's
+    /// next ACK should carry, if one is due: a hole was seen within the last
+    /// [`PATH_ACK_SPAN`] packets and packets arrived since the last report. Why: this
+    /// path's own ACK takes its own return trip, and on a long path the hole's repair
+    /// then waits that long (see [`wire::PathAck`]).
+    pub(super) fn path_ack_due(&self, path: u8) -> Option<PathAck> {
+        let largest = self.largest?;
+        self.hole_from?;
+        if self.path_acked.is_some_and(|r| r >= largest) {
+            return None;
+        }
+        Some(PathAck {
+            path,
+            largest_pn: largest,
+            pn_bitmap: self.bitmap,
+        })
+    }
+
+    /// The report from [`AckState::path_ack_due`] went out.
+    pub(super) fn on_path_ack_sent(&mut self) {
+        self.path_acked = self.largest;
+        if let (Some(from), Some(largest)) = (self.hole_from, self.largest) {
+            if largest >= from + PATH_ACK_SPAN {
+                self.hole_from = None;
+            }
         }
     }
 }
@@ -157,6 +200,35 @@ mod tests {
         }
         assert_eq!(a.late.len(), super::LATE_QUEUE, "bounded");
         assert_eq!(a.late.back(), Some(&(2 * super::LATE_QUEUE as u64 - 1)));
+    }
+
+    /// A hole makes this path's packet numbers due on a faster path, once per new
+    /// arrival, for [`super::PATH_ACK_SPAN`] packets past the one that revealed it.
+    #[test]
+    fn a_hole_is_reported_for_a_span_of_arrivals() {
+        #[allow(clippy::disallowed_methods)] // a fixed base instant for the test
+        let t = Instant::now();
+        let mut a = AckState::default();
+        for pn in 0..10 {
+            a.on_packet(pn, t, true);
+        }
+        assert_eq!(a.path_ack_due(0), None, "no hole, nothing to report");
+        a.on_packet(11, t, true); // 10 is missing
+        let r = a.path_ack_due(3).expect("a hole is due");
+        assert_eq!((r.path, r.largest_pn), (3, 11));
+        assert_eq!(r.pn_bitmap & 0b11, 0b10, "10 missing, 9 received");
+        a.on_path_ack_sent();
+        assert_eq!(a.path_ack_due(3), None, "nothing new since");
+        a.on_packet(12, t, true);
+        assert_eq!(a.path_ack_due(3).map(|r| r.largest_pn), Some(12));
+        for pn in 13..=11 + super::PATH_ACK_SPAN {
+            a.on_packet(pn, t, true);
+            a.on_path_ack_sent();
+        }
+        assert_eq!(a.path_ack_due(3), None, "the span is over");
+        // ACK-only packets never open a report.
+        a.on_packet(100, t, false);
+        assert_eq!(a.path_ack_due(3), None);
     }
 
     #[test]

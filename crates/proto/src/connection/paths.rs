@@ -221,6 +221,16 @@ impl Paths {
         window_wait.max(pacer_wait) + srtt / 2
     }
 
+    /// Whether path index `i` carries reports of path index `k`'s packet numbers (a
+    /// `PathAck` beside `i`'s own ACKs): `i` is usable and its smoothed round trip at most
+    /// three quarters of `k`'s, so the report reaches the sender a worthwhile share of
+    /// `k`'s one-way delay before `k`'s own ACK (paths of about equal delay gain nothing
+    /// and would only carry more bytes).
+    pub(super) fn reports_for(&self, i: usize, k: usize) -> bool {
+        let (p, q) = (&self.list[i], &self.list[k]);
+        i != k && p.usable() && p.rtt.srtt() * 4 <= q.rtt.srtt() * 3
+    }
+
     /// Queues a copy of source symbol `id` for every other path carrying data (redundant
     /// policy), dropping the oldest past [`MAX_COPIES`].
     pub(super) fn queue_copies(&mut self, sent_on: usize, id: u64) {

@@ -122,6 +122,7 @@ impl Connection {
             };
             match chunk {
                 Chunk::Ack(ack) => self.on_ack(now, i, &ack),
+                Chunk::PathAck(report) => self.on_path_ack(now, i, &report),
                 Chunk::PathChallenge(token) => {
                     eliciting = true;
                     // Echoed on this path to where it came from (the latest only).

@@ -4,7 +4,7 @@
 use super::Connection;
 use crate::repair::{AckSummary, RatioInputs, TailLossSamples, Unacked};
 use crate::sent::InFlightAfter;
-use crate::wire::Ack;
+use crate::wire::{Ack, PathAck};
 use std::time::{Duration, Instant};
 
 /// Packet-number threshold for declaring loss when no reordering has been measured.
@@ -81,13 +81,8 @@ impl Connection {
         self.repair
             .watch_in_order_point(now, moved.is_some(), empty, delay, died);
         let covered = self.repair.peer_next_in_order();
-        let p = self.paths.get_mut(i);
-        let ack_index = p.sent.index_after(ack.largest_pn);
-        let newly_acked = acked.newly_acked + p.sent.settle_covered(covered);
-        if newly_acked > 0 {
-            p.cc.on_ack(now, newly_acked, p.sent.in_flight(), &p.rtt);
-        }
-        self.settle_other_paths(now, i, covered);
+        let ack_index = self.paths.get(i).sent.index_after(ack.largest_pn);
+        self.settle_covered(now, i, acked.newly_acked, ack.next_in_order, covered);
         self.lose_dead_paths_hole(now, i, covered);
         self.detect_lost(now, i);
         let p = self.paths.get_mut(i);
@@ -127,14 +122,68 @@ impl Connection {
         self.trim_sent(i);
     }
 
-    /// The cumulative ACK `covered` settles source packets on every path but index `i`
-    /// (each path's controller learns of its own).
-    fn settle_other_paths(&mut self, now: Instant, i: usize, covered: u64) {
+    /// A report of another path's packet numbers that rode path index `carrier` (see
+    /// `wire::PathAck`): that path's RACK packet rule runs on it with that path's
+    /// threshold, and what it shows lost owes its repair now, so a hole on a long path is
+    /// repaired a short path's round trip after it showed rather than the long path's.
+    /// Nothing else changes: the path's own ACKs still acknowledge, sample its RTT, clock
+    /// its controller and declare the loss for its controller and estimators
+    /// (`SentLedger::owe_reported_losses`). A report of the carrier itself, of an unknown
+    /// path or of packets never sent is ignored.
+    pub(super) fn on_path_ack(&mut self, now: Instant, carrier: usize, report: &PathAck) {
+        let Some(k) = self.paths.index_of(report.path).filter(|&k| k != carrier) else {
+            return;
+        };
+        if report.largest_pn >= self.paths.get(k).sent.next_pn() {
+            return;
+        }
+        let (pkt_threshold, _) = self.loss_thresholds(k);
+        let p = self.paths.get_mut(k);
+        let min_rtt = p.rtt.min_rtt();
+        let repair = &mut self.repair;
+        let owed = p.sent.owe_reported_losses(
+            report.largest_pn,
+            report.pn_bitmap,
+            pkt_threshold,
+            |kind| repair.on_lost(now, min_rtt, kind),
+        );
+        self.stats.reported_losses += owed;
+    }
+
+    /// Settles what the peer's in-order point made obsolete, after an ACK on path index
+    /// `i` that acknowledged `newly_acked` packets and reported `reported` (the session's
+    /// point is `covered`, the highest any ACK reported). Path `i`'s controller learns of
+    /// both at once.
+    ///
+    /// With one path everything below `covered` is settled. With several, path `i`
+    /// settles only what its own ACK's point covers, and the other paths only if they
+    /// are dead: a faster path's ACKs report the point a long path's packets passed a
+    /// long one-way delay before that path's own ACKs arrive, and settled then, those
+    /// packets left its flight early (its controller clocked by another path) and its own
+    /// ACK of them found nothing to take an RTT sample from, so its RTT estimate froze
+    /// at a queue-free value and its congestion gate stopped seeing its queue. A dead
+    /// path's flight is settled by any path's ACK (its own will not come).
+    fn settle_covered(
+        &mut self,
+        now: Instant,
+        i: usize,
+        newly_acked: u64,
+        reported: u64,
+        covered: u64,
+    ) {
+        let multipath = self.paths.len() > 1;
+        let own = if multipath {
+            reported.min(covered)
+        } else {
+            covered
+        };
         for (j, q) in self.paths.iter_mut().enumerate() {
+            let mut n = 0;
             if j == i {
-                continue;
+                n = newly_acked + q.sent.settle_covered(own);
+            } else if q.liveness.dead {
+                n = q.sent.settle_covered(covered);
             }
-            let n = q.sent.settle_covered(covered);
             if n > 0 {
                 q.cc.on_ack(now, n, q.sent.in_flight(), &q.rtt);
             }

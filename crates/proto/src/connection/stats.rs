@@ -79,6 +79,10 @@ pub struct ConnectionStats {
     pub paths: u8,
     /// Path-change events seen: paths added, addresses validated, deaths and returns.
     pub path_changes: u64,
+    /// Losses whose repair was owed from another path's report of their path's packet
+    /// numbers (a PATH_ACK, protocol 10) before their own path's ACK showed them: how often
+    /// a faster path shortened a slower one's repair (0 with one path).
+    pub reported_losses: u64,
 }
 
 impl ConnectionStats {

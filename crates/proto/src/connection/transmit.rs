@@ -101,8 +101,8 @@ impl Connection {
             }
         }
         let order = self.paths.data_order(now);
-        for &i in order.as_slice() {
-            if let Some(t) = self.poll_path_data(now, buf, i) {
+        for (n, &i) in order.as_slice().iter().enumerate() {
+            if let Some(t) = self.poll_path_data(now, buf, i, n == 0) {
                 return Some(t);
             }
         }
@@ -118,8 +118,17 @@ impl Connection {
     }
 
     /// What path index `i` sends next: an owed ACK, a repair, a source symbol, a tail
-    /// repair, a PING or a due ACK, in that order.
-    fn poll_path_data(&mut self, now: Instant, buf: &mut Vec<u8>, i: usize) -> Option<Transmit> {
+    /// repair, a PING or a due ACK, in that order. Only the path where a packet arrives
+    /// soonest (`soonest`, even while its window holds it back) takes an owed repair:
+    /// on another it arrives later than it would after that wait, and a hole's repair
+    /// sent over a 600 ms path held in-order delivery for its whole one-way delay.
+    fn poll_path_data(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        i: usize,
+        soonest: bool,
+    ) -> Option<Transmit> {
         let p = self.paths.get_mut(i);
         let cwnd_open = p.sent.in_flight() < p.cc.window();
         p.pacer.set_gain(p.cc.pacing_gain(p.rtt.srtt()));
@@ -139,9 +148,13 @@ impl Connection {
         let probe = self.timers.pto_count > 0 && self.repair.owes();
         let can_send = (cwnd_open && paced_ok) || probe;
         let have_unacked = !self.encoder.is_empty();
+        let repair_here = soonest || !self.repair.owes_reactive();
         if can_send && have_unacked {
             let srtt = self.paths.get(i).rtt.srtt();
-            if let Some(plan) = self.repair.next_repair(self.unacked(), srtt) {
+            if let Some(plan) = repair_here
+                .then(|| self.repair.next_repair(self.unacked(), srtt))
+                .flatten()
+            {
                 return Some(self.send_repair(now, buf, i, plan));
             }
             if let Some(id) = self.paths.take_copy(i, self.encoder.first_id()) {
@@ -226,7 +239,7 @@ impl Connection {
         };
         let len = buf.len() - self.bufs.start;
         if len + ack.encoded_len() + body + TAG_LEN <= self.config.max_datagram {
-            self.emit_ack(&ack, buf, i);
+            self.emit_ack(&ack, buf, i, body);
         }
     }
 
@@ -238,16 +251,53 @@ impl Connection {
             .pending(now, self.recv.decoder.status())
     }
 
+    /// Appends the pending ACK, if any, in a packet that holds at most a PING more.
     pub(super) fn emit_ack_if_pending(&mut self, now: Instant, buf: &mut Vec<u8>, i: usize) {
         if let Some(ack) = self.pending_ack(now, i) {
-            self.emit_ack(&ack, buf, i);
+            self.emit_ack(&ack, buf, i, 1);
         }
     }
 
-    /// Appends `ack` (from [`Connection::pending_ack`]) and clears what was pending.
-    fn emit_ack(&mut self, ack: &Ack, buf: &mut Vec<u8>, i: usize) {
+    /// Appends `ack` (from [`Connection::pending_ack`]) and clears what was pending, then
+    /// the reports of slower paths' packet numbers this path carries (see
+    /// [`Connection::path_acks_len`]) that fit in front of `body` more bytes.
+    fn emit_ack(&mut self, ack: &Ack, buf: &mut Vec<u8>, i: usize, body: usize) {
         ack.emit(buf);
         self.paths.get_mut(i).ack.on_sent();
+        if self.paths.len() < 2 {
+            return;
+        }
+        for k in 0..self.paths.len() {
+            if !self.paths.reports_for(i, k) {
+                continue;
+            }
+            let q = self.paths.get(k);
+            let Some(report) = q.ack.path_ack_due(q.id) else {
+                continue;
+            };
+            let len = buf.len() - self.bufs.start;
+            if len + report.encoded_len() + body + TAG_LEN <= self.config.max_datagram {
+                report.emit(buf);
+                self.paths.get_mut(k).ack.on_path_ack_sent();
+            }
+        }
+    }
+
+    /// Bytes of the reports of slower paths' packet numbers that path index `i`'s next
+    /// ACK carries (multipath: a hole on a long path reaches the sender over a shorter
+    /// one; see `wire::PathAck`). Zero with one path.
+    fn path_acks_len(&self, i: usize) -> usize {
+        if self.paths.len() < 2 {
+            return 0;
+        }
+        (0..self.paths.len())
+            .filter(|&k| self.paths.reports_for(i, k))
+            .filter_map(|k| {
+                let q = self.paths.get(k);
+                q.ack.path_ack_due(q.id)
+            })
+            .map(|r| r.encoded_len())
+            .sum()
     }
 
     /// Seals the packet being written for path index `i`, records it in the path's
@@ -369,7 +419,11 @@ impl Connection {
             }
         };
         self.begin_packet(buf, i);
-        self.emit_ack_if_pending(now, buf, i);
+        if let Some(ack) = self.pending_ack(now, i) {
+            // `build_payload` left room for it and the reports it carries.
+            let body = wire::SOURCE_LAST_HEADER_LEN + payload.len();
+            self.emit_ack(&ack, buf, i, body);
+        }
         // The SOURCE chunk is the packet's last, so it goes without its length.
         wire::emit_source_last(buf, id, &payload);
         self.stats.source_sent += 1;
@@ -387,7 +441,9 @@ impl Connection {
         // A symbol holds `S − 2` bytes of frames; the packet must also fit the datagram
         // limit with the ACK that will ride in front of it.
         let at = self.paths.get(i).ack.largest_time.unwrap_or(self.created);
-        let ack = self.pending_ack(at, i).map_or(0, |a| a.encoded_len_bound());
+        let ack = self
+            .pending_ack(at, i)
+            .map_or(0, |a| a.encoded_len_bound() + self.path_acks_len(i));
         let cap = (self.config.symbol_size - 2).min(
             self.config
                 .max_datagram

@@ -11,16 +11,17 @@
 //! the range's end.
 
 mod debt;
+mod inputs;
 mod redundancy;
 mod tail;
 #[cfg(test)]
 mod tests;
 
 use self::debt::RepairDebt;
+pub(crate) use self::inputs::{AckSummary, RatioInputs, Unacked};
 use self::redundancy::RedundancyPolicy;
 pub(crate) use self::redundancy::MAX_BLOCK;
 pub(crate) use self::tail::{budget as tail_budget, TailLossSamples};
-use crate::estimate::loss::GilbertParams;
 use crate::sent::{InFlightAfter, SentKind};
 use ctcp_rlnc::SymbolId;
 use std::time::{Duration, Instant};
@@ -69,65 +70,6 @@ pub(crate) enum RepairOrigin {
     /// An extra copy beside the replacements of lost reactive repairs, one per two of them,
     /// early in a busy spell ([`RepairScheduler::in_startup`]); speculative like `Credit`.
     Margin,
-}
-
-/// The encoder's unacknowledged symbols, `[first, next)`: what a repair can span.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Unacked {
-    /// Oldest symbol held (the peer's in-order point once ACKs retire the rest).
-    pub(crate) first: SymbolId,
-    /// Id the next source symbol gets.
-    pub(crate) next: SymbolId,
-}
-
-impl Unacked {
-    /// Symbols held.
-    pub(crate) fn len(&self) -> u32 {
-        u32::try_from(self.next - self.first).unwrap_or(u32::MAX)
-    }
-
-    /// Whether nothing is unacknowledged.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.next == self.first
-    }
-}
-
-/// What one ACK tells the scheduler, once the sent ledger has read it and declared the
-/// losses it shows.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct AckSummary {
-    /// The peer's decoder deficit: further equations it needs.
-    pub(crate) deficit: u32,
-    /// One past the highest symbol id the peer has seen (0: none).
-    pub(crate) highest_seen: SymbolId,
-    /// What is in flight among the packets sent after the one this ACK reports last.
-    pub(crate) after: InFlightAfter,
-    /// The first source symbol among those packets.
-    pub(crate) first_source_after: Option<SymbolId>,
-    /// No repair at all in flight, and no packet the ACK should cover unresolved: the
-    /// deficit safety net may owe repairs.
-    pub(crate) quiet: bool,
-    /// The loss estimate.
-    pub(crate) p: f64,
-    /// The encoder's window after the ACK retired what the peer holds.
-    pub(crate) unacked: Unacked,
-    /// The session has several paths: sources sent on a slower path can lie above every
-    /// id this ACK's path carried, so owed repairs for sources above both the peer's
-    /// highest seen id and `first_source_after` (a dead path's flight) are unseen too.
-    pub(crate) multipath: bool,
-}
-
-/// What [`RepairScheduler::repair_ratio`] sizes the proactive share from.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RatioInputs {
-    /// Congestion window, packets: the decode block the repairs cover.
-    pub(crate) window: u64,
-    /// The loss estimate.
-    pub(crate) p: f64,
-    /// Burst parameters of the loss.
-    pub(crate) gilbert: GilbertParams,
-    /// Smoothed RTT.
-    pub(crate) srtt: Duration,
 }
 
 /// A repair to send now: its origin and the exclusive end of the range it spans (from
@@ -225,6 +167,12 @@ impl RepairScheduler {
     /// Whether a reactive repair is owed: a probe may send it past the congestion window.
     pub(crate) fn owes(&self) -> bool {
         !self.debt.is_empty()
+    }
+
+    /// Whether a reactive repair or the stall watch's is owed (what
+    /// [`RepairScheduler::next_repair`] gives first).
+    pub(crate) fn owes_reactive(&self) -> bool {
+        !self.debt.is_empty() || self.stall_repair.is_some()
     }
 
     /// The peer's last reported decoder deficit.
@@ -451,8 +399,12 @@ impl RepairScheduler {
             && a.after.reactive + a.after.speculative == 0
             && a.quiet
         {
-            // The deficit comes from the peer: no more than the symbols it can lack.
-            let lacking = a.deficit.min(a.unacked.len());
+            // The deficit comes from the peer: no more than the symbols it can lack. With
+            // several paths it also counts sources still on their way on a slower path
+            // (sent before sources that already arrived over a faster one): those are
+            // not lacking, and owing them sent hundreds of spanning repairs at once.
+            let on_way = if a.multipath { a.after.sources } else { 0 };
+            let lacking = a.deficit.saturating_sub(on_way).min(a.unacked.len());
             self.debt.owe_at_least(lacking, a.unacked.next);
         }
         self.peer_lacking = cap;

@@ -14,6 +14,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
 
 mod flight;
+mod indirect;
 
 /// How many declared-lost, already trimmed packets are remembered for spurious-loss
 /// detection. Why: the sent log drops a lost packet at once, so when a reordered packet
@@ -68,6 +69,9 @@ pub(crate) struct SentPacket {
     /// many datagrams before it answered reported only the newest 65) has an unknown fate
     /// and stays out of the loss estimate.
     pub(crate) missed: bool,
+    /// Its repair was owed already, from another path's report (`indirect.rs`): declared
+    /// lost later by the path's own ACK, it owes nothing more.
+    pub(crate) repaired: bool,
 }
 
 /// Packets in flight sent after a given point of the ledger.
@@ -209,6 +213,7 @@ impl SentLedger {
             delivered: false,
             vanished: false,
             missed: false,
+            repaired: false,
         });
         self.in_flight += u64::from(eliciting);
         self.in_flight
@@ -297,34 +302,6 @@ impl SentLedger {
         }
     }
 
-    /// Declares lost the source packet carrying symbol `id` if it is in flight and was
-    /// sent at or before `sent_by`; returns its kind if it was.
-    pub(crate) fn lose_source(&mut self, id: SymbolId, sent_by: Instant) -> Option<SentKind> {
-        // Packets that left flight otherwise sit at the top of the queue until met.
-        while let Some(&Reverse((key, pn))) = self.settle_queue.peek() {
-            let i = pn.checked_sub(self.base).map(|i| i as usize);
-            let p = i.and_then(|i| self.sent.get(i));
-            if p.is_some_and(|p| p.in_flight && !p.acked) {
-                if key != id + 1 {
-                    return None;
-                }
-                break;
-            }
-            self.settle_queue.pop();
-        }
-        let Reverse((_, pn)) = *self.settle_queue.peek()?;
-        let p = self.sent.get_mut((pn - self.base) as usize)?;
-        if !matches!(p.kind, SentKind::Source(s) if s == id) || p.time > sent_by {
-            return None;
-        }
-        p.lost = true;
-        p.in_flight = false;
-        self.in_flight -= 1;
-        let kind = p.kind;
-        self.left_flight(pn, kind);
-        Some(kind)
-    }
-
     /// Settles what the cumulative symbol ACK made obsolete (the peer holds every symbol
     /// below `covered`): sources below it and repairs ending at or below it. Returns how
     /// many packets left flight.
@@ -344,7 +321,9 @@ impl SentLedger {
             else {
                 continue; // trimmed: it left flight long ago
             };
-            if p.in_flight && !p.acked {
+            // A hole another path's report showed stays for the path's own ACK to declare
+            // lost (its controller and loss estimate see it as before the report).
+            if p.in_flight && !p.acked && !p.repaired {
                 p.in_flight = false;
                 p.acked = true;
                 p.vanished = p.missed;
@@ -355,10 +334,9 @@ impl SentLedger {
             }
         }
         debug_assert!(
-            !self
-                .sent
-                .iter()
-                .any(|p| p.in_flight && settle_key(p.kind).is_some_and(|k| k <= covered)),
+            !self.sent.iter().any(|p| p.in_flight
+                && !p.repaired
+                && settle_key(p.kind).is_some_and(|k| k <= covered)),
             "the settle queue missed an obsolete packet"
         );
         settled
@@ -395,8 +373,10 @@ impl SentLedger {
                 self.in_flight -= 1;
                 scan.lost += 1;
                 scan.latest_lost_time = Some(p.time);
-                let kind = p.kind;
-                on_lost(kind);
+                let (kind, repaired) = (p.kind, p.repaired);
+                if !repaired {
+                    on_lost(kind);
+                }
                 self.left_flight(pn, kind);
             } else {
                 let t = p.time + delay;
@@ -508,31 +488,6 @@ impl SentLedger {
     /// one path's ACK cannot see (issue 29).
     pub(crate) fn unacked_flight(&mut self) -> (InFlightAfter, Option<SymbolId>) {
         self.in_flight_from(self.largest_acked.map_or(0, |l| self.index_after(l)))
-    }
-
-    /// Declares lost every packet in flight that `lost` accepts by send time and kind (its
-    /// path died), calling `on_lost` with each one's kind, oldest first; returns how many.
-    pub(crate) fn declare_lost_sent(
-        &mut self,
-        lost: impl Fn(Instant, SentKind) -> bool,
-        mut on_lost: impl FnMut(SentKind),
-    ) -> u64 {
-        let mut n = 0;
-        for i in 0..self.sent.len() {
-            let p = &mut self.sent[i];
-            if !p.in_flight || p.acked || !lost(p.time, p.kind) {
-                continue;
-            }
-            p.lost = true;
-            p.in_flight = false;
-            n += 1;
-            let kind = p.kind;
-            on_lost(kind);
-            // The kept flight counts follow every packet out, as the ACK and RACK paths do.
-            self.left_flight(self.base + i as u64, kind);
-        }
-        self.in_flight -= n;
-        n
     }
 
     /// Whether any repair is in flight.

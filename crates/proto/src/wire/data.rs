@@ -110,6 +110,9 @@ pub const CHUNK_SOURCE_LAST: u8 = 0x07;
 pub const CHUNK_PATH_CHALLENGE: u8 = 0x0a;
 /// Chunk type: path response, echoing a [`CHUNK_PATH_CHALLENGE`]'s token.
 pub const CHUNK_PATH_RESPONSE: u8 = 0x0b;
+/// Chunk type: another path's received packet numbers, sent on a faster path
+/// ([`PathAck`]).
+pub const CHUNK_PATH_ACK: u8 = 0x0c;
 
 /// An acknowledgement: what the decoder holds and which transmissions arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -270,6 +273,51 @@ impl Ack {
     }
 }
 
+/// Which packets of path `path` arrived, reported on another (faster) path: the
+/// `largest_pn`/`pn_bitmap` of that path's ACK state alone. Why: a path's own ACKs take its
+/// own return trip, so on a long path (600 ms) a loss is known 300 ms after the next packet
+/// revealed it; reported over a 60 ms path the sender learns it 30 ms after, and its repair
+/// (on the fast path) closes the hole a long path's one-way delay sooner. It carries no
+/// delay and no decoder state: the sender runs only the path's loss detection on it (RTT
+/// samples and congestion-control ACK clocking come from the path's own ACKs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PathAck {
+    /// The path whose packet numbers these are (not the path carrying the chunk).
+    pub path: u8,
+    /// Highest transmission number received on that path.
+    pub largest_pn: u64,
+    /// Bit i set: transmission `largest_pn - 1 - i` of that path was received.
+    pub pn_bitmap: u64,
+}
+
+impl PathAck {
+    fn parse(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        let path = r.u8("path ack path")?;
+        if path >= super::MAX_PATHS {
+            return Err(WireError::Invalid("path ack path"));
+        }
+        Ok(PathAck {
+            path,
+            largest_pn: r.varint("path ack largest")?,
+            pn_bitmap: r.u64("path ack bitmap")?,
+        })
+    }
+
+    /// Appends the chunk (type byte included).
+    pub fn emit(&self, out: &mut Vec<u8>) {
+        out.push(CHUNK_PATH_ACK);
+        out.push(self.path);
+        put_varint(out, self.largest_pn);
+        out.extend_from_slice(&self.pn_bitmap.to_le_bytes());
+    }
+
+    /// Encoded size of the chunk (type byte included): 14 bytes for packet numbers below
+    /// 2^30.
+    pub fn encoded_len(&self) -> usize {
+        2 + varint_len(self.largest_pn) + 8
+    }
+}
+
 /// Length of a symbol id in SOURCE and REPAIR chunks: its low 24 bits (see [`Chunks::new`]).
 pub const SYMBOL_ID_LEN: usize = 3;
 /// Encoded size of a SOURCE chunk header: type, truncated symbol id, length.
@@ -326,6 +374,8 @@ pub enum Chunk<'a> {
     PathChallenge(u64),
     /// Echoes a [`Chunk::PathChallenge`] token.
     PathResponse(u64),
+    /// Another path's received packet numbers (multipath; see [`PathAck`]).
+    PathAck(PathAck),
     /// The sender closes the connection.
     Close {
         /// Application close code.
@@ -436,6 +486,7 @@ impl<'a> Iterator for Chunks<'a> {
                 CHUNK_PING => Ok(Chunk::Ping),
                 CHUNK_PATH_CHALLENGE => self.r.u64("challenge").map(Chunk::PathChallenge),
                 CHUNK_PATH_RESPONSE => self.r.u64("response").map(Chunk::PathResponse),
+                CHUNK_PATH_ACK => PathAck::parse(&mut self.r).map(Chunk::PathAck),
                 // Issue 27: datagram chunks (`wire::datagram`).
                 CHUNK_DATAGRAM | CHUNK_DATAGRAM_REPAIR => {
                     parse_datagram_chunk(ty, &mut self.r, self.symbol_size, self.datagram_expected)

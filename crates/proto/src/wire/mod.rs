@@ -16,9 +16,10 @@ mod tests;
 pub use self::data::{
     conn_id_offset, emit_close, emit_path_challenge, emit_path_response, emit_ping, emit_repair,
     emit_source, emit_source_last, peek_conn_id, repair_chunk_len, Ack, Chunk, Chunks, DataHeader,
-    LateArrivals, ACK_CHUNK_MAX_LEN, CHUNK_ACK, CHUNK_CLOSE, CHUNK_PADDING, CHUNK_PATH_CHALLENGE,
-    CHUNK_PATH_RESPONSE, CHUNK_PING, CHUNK_REPAIR, CHUNK_SOURCE, CHUNK_SOURCE_LAST, MAX_LATE,
-    REPAIR_HEADER_LEN, SOURCE_HEADER_LEN, SOURCE_LAST_HEADER_LEN, SYMBOL_ID_LEN,
+    LateArrivals, PathAck, ACK_CHUNK_MAX_LEN, CHUNK_ACK, CHUNK_CLOSE, CHUNK_PADDING,
+    CHUNK_PATH_ACK, CHUNK_PATH_CHALLENGE, CHUNK_PATH_RESPONSE, CHUNK_PING, CHUNK_REPAIR,
+    CHUNK_SOURCE, CHUNK_SOURCE_LAST, MAX_LATE, REPAIR_HEADER_LEN, SOURCE_HEADER_LEN,
+    SOURCE_LAST_HEADER_LEN, SYMBOL_ID_LEN,
 };
 pub use self::datagram::{
     emit_datagram, emit_datagram_repair, CHUNK_DATAGRAM, CHUNK_DATAGRAM_REPAIR,
@@ -31,7 +32,7 @@ pub use self::handshake::{
 
 /// Protocol version carried in the handshake; a peer of another version is refused (the
 /// history is in docs/PROTOCOL.md, "Versions").
-pub const VERSION: u8 = 9;
+pub const VERSION: u8 = 10;
 
 /// Packet type: client → server handshake request.
 pub const TYPE_INITIATE: u8 = 0x01;

@@ -191,8 +191,8 @@ fn handshake_round_trip_and_sizes() {
         assert_eq!(out.len(), len);
         assert_eq!(Accept::parse(&out).unwrap(), a);
         let mut bad = out.clone();
-        bad[1] = 10;
-        assert_eq!(Accept::parse(&bad), Err(WireError::Version(10)));
+        bad[1] = VERSION + 1;
+        assert_eq!(Accept::parse(&bad), Err(WireError::Version(VERSION + 1)));
         assert!(Accept::parse(&out[..ACCEPT_LEN - 1]).is_err());
     }
 }
@@ -694,4 +694,46 @@ fn garbage_never_panics() {
         let _ = DataHeader::parse(&buf, None);
         let _ = DataHeader::parse(&buf, Some(u64::MAX));
     }
+}
+
+#[test]
+fn path_acks_round_trip_and_reject_an_unknown_path() {
+    for report in [
+        PathAck::default(),
+        PathAck {
+            path: MAX_PATHS - 1,
+            largest_pn: (1 << 62) - 1,
+            pn_bitmap: u64::MAX - 4,
+        },
+    ] {
+        let mut out = Vec::new();
+        report.emit(&mut out);
+        assert_eq!(out.len(), report.encoded_len());
+        emit_ping(&mut out);
+        let parsed: Vec<_> = Chunks::new(&out, 64, 0).collect::<Result<_, _>>().unwrap();
+        assert_eq!(parsed, [Chunk::PathAck(report), Chunk::Ping]);
+    }
+    // A typical one: 14 bytes (packet numbers below 2^30).
+    let typical = PathAck {
+        path: 0,
+        largest_pn: 1 << 20,
+        pn_bitmap: 1,
+    };
+    assert_eq!(typical.encoded_len(), 14);
+    // A path id a session cannot have is malformed; a cut chunk is truncated.
+    let mut out = Vec::new();
+    PathAck {
+        path: MAX_PATHS,
+        ..typical
+    }
+    .emit(&mut out);
+    let first = Chunks::new(&out, 64, 0).next().unwrap();
+    assert_eq!(first, Err(WireError::Invalid("path ack path")));
+    let mut cut = Vec::new();
+    typical.emit(&mut cut);
+    cut.truncate(cut.len() - 1);
+    assert!(matches!(
+        Chunks::new(&cut, 64, 0).next(),
+        Some(Err(WireError::Truncated(_)))
+    ));
 }
