@@ -130,11 +130,26 @@ impl UdpIo {
 /// # Errors
 /// Fails if the address cannot be bound.
 pub(crate) fn bind_shards(addr: SocketAddr, shards: usize) -> io::Result<Vec<std::net::UdpSocket>> {
+    // Port 0 asks for any port: a probe picks one and the group takes it over. Another
+    // process may bind that port between the probe's close and the group's bind, so a
+    // port taken meanwhile is picked again (a fixed port is tried once).
+    let attempts = if addr.port() == 0 { 8 } else { 1 };
+    let mut last = None;
+    for _ in 0..attempts {
+        match bind_group(addr, shards) {
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => last = Some(e),
+            other => return other,
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrInUse)))
+}
+
+/// One attempt of [`bind_shards`].
+fn bind_group(addr: SocketAddr, shards: usize) -> io::Result<Vec<std::net::UdpSocket>> {
     let probe = std::net::UdpSocket::bind(addr)?;
     if shards <= 1 {
         return Ok(vec![probe]);
     }
-    // Port 0 asks for any port: the probe picked one, the group takes it over.
     let addr = probe.local_addr()?;
     drop(probe);
     let mut sockets = Vec::with_capacity(shards);
