@@ -7,9 +7,9 @@
 //! burst, never a whole window; or one timer tick (1 ms) of the rate, up to 64 datagrams,
 //! if that is more (a whole window only where the round trip is within a tick). Why the
 //! tick: a runtime cannot sleep shorter than its tick, so a smaller bucket on a fast path
-//! releases a few datagrams per wake-up (a GSO send and a wake-up per 3–10 datagrams on
-//! loopback). At a pacing rate below 2 datagrams per millisecond (23 Mbit/s of 1,452-byte
-//! datagrams) the tick never decides.
+//! releases a few datagrams per wake-up (a GSO send and a wake-up each; evidence:
+//! docs/experiments/code-evidence.md#moved-figures). At a pacing rate below 2 datagrams
+//! per millisecond (23 Mbit/s of 1,452-byte datagrams) the tick never decides.
 
 use std::time::{Duration, Instant};
 

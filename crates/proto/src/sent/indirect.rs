@@ -17,7 +17,7 @@ impl SentLedger {
     /// its controller, its flight and its loss estimate) without owing them again. Why
     /// not declare them here: a loss known a long path's one-way delay early left flight
     /// that early too, and on a full queue each such early exit let one more packet into
-    /// it (a 600 ms path overflowing every third packet fell to a third of its rate).
+    /// it (evidence: docs/experiments/code-evidence.md#moved-figures).
     /// Below the bitmap's reach the report says nothing. The caller checked `largest` <
     /// [`SentLedger::next_pn`].
     pub(crate) fn owe_reported_losses(
