@@ -261,16 +261,9 @@ pub(crate) fn set_down(shared: &Shared, k: usize, why: &io::Error) {
         slot.up = false;
         tracing::info!(path = k, bind = %slot.bind, error = %why, "path down: its flight goes over the other paths");
     }
-    let shard = &shared.shards()[0];
-    let mut inner = shard.lock();
-    let now = crate::clock::now();
-    for h in inner.endpoint.handles() {
-        if let Some(c) = inner.endpoint.connection_mut(h) {
-            c.set_path_down(now, path_id(k));
-        }
-    }
-    drop(inner);
-    shard.wake.notify_one();
+    for_sessions(shared, |c, now| {
+        c.set_path_down(now, path_id(k));
+    });
 }
 
 /// Path index `k` as a wire path id (paths are at most `MAX_PATHS`, far below 256).
