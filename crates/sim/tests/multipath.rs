@@ -128,19 +128,21 @@ fn the_long_path_dies_and_returns() {
 
 /// The stall bound over the whole transfer, not only from the cut: with both
 /// paths up, a loss on the 600 ms path is reported over the 60 ms one (a PATH_ACK beside
-/// its ACKs) and repaired there, so no loss waits for the long path's own ACK, before the
-/// cut or after the return. Virtual time, two seeds.
+/// its ACKs, or alone when nothing else goes there, as for the transfer's last packets)
+/// and repaired there, so no loss waits for the long path's own ACK, before the cut or
+/// after the return. Virtual time, three seeds.
 #[test]
 fn no_stall_of_the_whole_transfer_outlasts_the_bound_when_the_long_path_dies() {
-    for seed in [SEED, 2] {
+    for seed in [SEED, 2, 3] {
         let r = failover_run(0, seed);
         eprintln!(
             "seed {seed}: longest stall {:?} at {:?}",
             r.longest_stall, r.longest_stall_at
         );
-        // 2 × 60 ms + 200 ms, the survivor's bound, from the first byte to the last.
+        // 2 × 60 ms + 200 ms = 320 ms, the survivor's bound, from the first byte to the
+        // last; asserted with a margin for what a real link adds (queueing, scheduling).
         assert!(
-            r.longest_stall <= Duration::from_millis(320),
+            r.longest_stall <= Duration::from_millis(250),
             "seed {seed}: stall {:?} at {:?}",
             r.longest_stall,
             r.longest_stall_at
@@ -221,4 +223,23 @@ fn failover_policy_keeps_the_standby_path_to_probes() {
         took_over > 1000,
         "{took_over} datagrams on the standby path during the outage"
     );
+}
+
+/// The 600 ms path answering again while the 60 ms one carries everything: its first
+/// sources arrive a 300 ms one-way delay late, and the short path's later ones wait
+/// behind them at the peer. Coded copies of the returning path's sources on the short
+/// path keep in-order delivery moving: no stall in the five seconds after the return
+/// comes near that one-way delay. Virtual time, three seeds.
+#[test]
+fn the_long_paths_return_does_not_hold_delivery_for_its_one_way_delay() {
+    let up = Duration::from_secs(35);
+    for seed in [SEED, 2, 3] {
+        let r = failover_run(0, seed);
+        let (stall, at) = r.longest_stall_in(up, up + Duration::from_secs(5));
+        eprintln!("seed {seed}: longest stall after the return {stall:?} at {at:?}");
+        assert!(
+            stall < Duration::from_millis(200),
+            "seed {seed}: stall {stall:?} at {at:?}"
+        );
+    }
 }

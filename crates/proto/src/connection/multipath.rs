@@ -193,6 +193,7 @@ impl Connection {
             if p.on_heard(now) {
                 tracing::debug!(conn = self.conn_id, path = p.id, "path answers again");
                 self.paths.count_change();
+                self.paths.begin_warm_up(i, now);
             }
             self.check_silent_paths(now, i);
             return;
@@ -225,6 +226,7 @@ impl Connection {
             p.on_heard(now);
             tracing::debug!(conn = self.conn_id, path = p.id, %from, "path validated");
             self.paths.count_change();
+            self.paths.begin_warm_up(i, now);
         }
     }
 

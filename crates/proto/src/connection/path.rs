@@ -131,6 +131,9 @@ pub(super) struct PathData {
     pub(super) liveness: Liveness,
     /// Bytes of every datagram sent on this path (what it carried, for metrics).
     pub(super) bytes_sent: u64,
+    /// Until when the sources sent here get copies on a faster path
+    /// (`Paths::begin_warm_up`).
+    pub(super) warm_until: Option<Instant>,
 }
 
 impl PathData {
@@ -165,6 +168,7 @@ impl PathData {
             },
             liveness: Liveness::default(),
             bytes_sent: 0,
+            warm_until: None,
         }
     }
 
@@ -188,6 +192,7 @@ impl PathData {
         self.timers = fresh.timers;
         self.validation = fresh.validation;
         self.liveness = fresh.liveness;
+        self.warm_until = None;
         self.challenge(now, self.remote, token);
     }
 

@@ -15,9 +15,21 @@ use crate::wire::MAX_PATHS;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-/// Copies the redundant policy may owe at once: one window of small packets; older ones
-/// are dropped (a copy that late is worth less than new data).
+/// Copies owed at once: one window of small packets. Past it the redundant policy drops
+/// its oldest (a copy that late is worth less than new data) and a warm-up queues none.
 const MAX_COPIES: usize = 256;
+
+/// A coded copy of a source symbol owed on another path.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CopyOwed {
+    /// The path index that sends the copy.
+    path: usize,
+    /// The source symbol.
+    id: u64,
+    /// When the original is expected to arrive (a warm-up copy): a copy that cannot
+    /// arrive before it is dropped. `None` for the redundant policy's copies.
+    original_arrives: Option<Instant>,
+}
 
 /// The set of paths; see the module docs.
 #[derive(Debug)]
@@ -28,8 +40,9 @@ pub(super) struct Paths {
     tokens: u64,
     /// Path-change events seen: paths added, addresses changed, deaths and returns.
     pub(super) changes: u64,
-    /// Redundant policy: (path index, symbol id) copies owed.
-    pub(super) copies: std::collections::VecDeque<(usize, u64)>,
+    /// Copies owed: the redundant policy's, and those of a warming path's sources
+    /// ([`Paths::begin_warm_up`]).
+    copies: std::collections::VecDeque<CopyOwed>,
     /// The next packet number of each removed path id: an id used again continues there.
     retired: [u64; MAX_PATHS as usize],
 }
@@ -119,10 +132,10 @@ impl Paths {
         }
         let p = self.list.remove(i);
         self.retired[usize::from(p.id)] = p.sent.next_pn();
-        self.copies.retain(|&(p, _)| p != i);
+        self.copies.retain(|c| c.path != i);
         for c in &mut self.copies {
-            if c.0 > i {
-                c.0 -= 1;
+            if c.path > i {
+                c.path -= 1;
             }
         }
         self.count_change();
@@ -231,28 +244,67 @@ impl Paths {
         i != k && p.usable() && p.rtt.srtt() * 4 <= q.rtt.srtt() * 3
     }
 
-    /// Queues a copy of source symbol `id` for every other path carrying data (redundant
-    /// policy), dropping the oldest past [`MAX_COPIES`].
-    pub(super) fn queue_copies(&mut self, sent_on: usize, id: u64) {
-        if self.policy != PathPolicy::Redundant {
+    /// Path index `i` came into use (validated, or answering again after it was declared
+    /// dead) while a path with a clearly shorter round trip carries data: for one of its
+    /// RTTs the sources it sends get coded copies on the fastest such path. Its first
+    /// sources arrive a whole one-way delay late, while the fast path's later ones wait
+    /// behind them at the peer; without copies in-order delivery stood still that long.
+    pub(super) fn begin_warm_up(&mut self, i: usize, now: Instant) {
+        let srtt = self.list[i].rtt.srtt();
+        let faster = (0..self.list.len())
+            .any(|k| k != i && self.carries_data(k) && self.list[k].rtt.srtt() * 4 <= srtt * 3);
+        self.list[i].warm_until = faster.then(|| now + srtt);
+    }
+
+    /// Queues the copies owed for source symbol `id`, sent on path index `sent_on` at
+    /// `now`: one on every other path carrying data (redundant policy), or one on the
+    /// fastest other path while `sent_on` warms up ([`Paths::begin_warm_up`]).
+    pub(super) fn queue_copies(&mut self, sent_on: usize, id: u64, now: Instant) {
+        if self.policy == PathPolicy::Redundant {
+            for i in 0..self.list.len() {
+                if i != sent_on && self.carries_data(i) {
+                    if self.copies.len() >= MAX_COPIES {
+                        self.copies.pop_front();
+                    }
+                    self.copies.push_back(CopyOwed {
+                        path: i,
+                        id,
+                        original_arrives: None,
+                    });
+                }
+            }
             return;
         }
-        for i in 0..self.list.len() {
-            if i != sent_on && self.carries_data(i) {
-                if self.copies.len() >= MAX_COPIES {
-                    self.copies.pop_front();
-                }
-                self.copies.push_back((i, id));
-            }
+        let p = &self.list[sent_on];
+        if p.warm_until.is_none_or(|t| now >= t) || self.copies.len() >= MAX_COPIES {
+            return;
+        }
+        let srtt = p.rtt.srtt();
+        let fastest = (0..self.list.len())
+            .filter(|&k| k != sent_on && self.carries_data(k))
+            .min_by_key(|&k| self.list[k].rtt.srtt())
+            .filter(|&k| self.list[k].rtt.srtt() < srtt);
+        if let Some(k) = fastest {
+            self.copies.push_back(CopyOwed {
+                path: k,
+                id,
+                original_arrives: Some(now + srtt / 2),
+            });
         }
     }
 
-    /// The next copy owed on path index `i` (redundant policy), still in the window from
-    /// `first` on.
-    pub(super) fn take_copy(&mut self, i: usize, first: u64) -> Option<u64> {
-        self.copies.retain(|&(_, id)| id >= first);
-        let pos = self.copies.iter().position(|&(p, _)| p == i)?;
-        self.copies.remove(pos).map(|(_, id)| id)
+    /// The next copy owed on path index `i`, still in the window from `first` on and, for
+    /// a warm-up copy, able to arrive before its original: the symbol, and whether it is a
+    /// warm-up copy.
+    pub(super) fn take_copy(&mut self, i: usize, first: u64, now: Instant) -> Option<(u64, bool)> {
+        let arrives = now + self.list[i].rtt.srtt() / 2;
+        self.copies.retain(|c| {
+            c.id >= first && (c.path != i || c.original_arrives.is_none_or(|t| arrives < t))
+        });
+        let pos = self.copies.iter().position(|c| c.path == i)?;
+        self.copies
+            .remove(pos)
+            .map(|c| (c.id, c.original_arrives.is_some()))
     }
 }
 

@@ -114,7 +114,29 @@ impl Connection {
                 return Some(self.finish_packet(now, buf, i, SentKind::Control, false));
             }
         }
-        None
+        self.poll_path_reports(now, buf)
+    }
+
+    /// A report of a slower path's packet numbers alone on the fastest path that carries
+    /// it, when that path has no ACK of its own to carry it: nothing arrives there (the
+    /// last packets of a transfer all went over the slow path), and a hole among the slow
+    /// path's last packets then waited for the slow path's own ACK, a long one-way delay.
+    fn poll_path_reports(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let n = self.paths.len();
+        if n < 2 {
+            return None;
+        }
+        let k = (0..n).find(|&k| {
+            let q = self.paths.get(k);
+            q.ack.path_ack_due(q.id).is_some()
+        })?;
+        let i = (0..n)
+            .filter(|&i| self.paths.reports_for(i, k))
+            .min_by_key(|&i| self.paths.get(i).rtt.srtt())
+            .filter(|&i| !self.paths.get(i).ack.pending)?;
+        self.begin_packet(buf, i);
+        self.emit_path_acks(buf, i, 0);
+        Some(self.finish_packet(now, buf, i, SentKind::Control, false))
     }
 
     /// What path index `i` sends next: an owed ACK, a repair, a source symbol, a tail
@@ -157,8 +179,8 @@ impl Connection {
             {
                 return Some(self.send_repair(now, buf, i, plan));
             }
-            if let Some(id) = self.paths.take_copy(i, self.encoder.first_id()) {
-                return Some(self.send_copy(now, buf, i, id));
+            if let Some((id, warm_up)) = self.paths.take_copy(i, self.encoder.first_id(), now) {
+                return Some(self.send_copy(now, buf, i, id, warm_up));
             }
         }
         if can_send && !self.encoder.is_full() && self.build_payload(i) {
@@ -264,6 +286,12 @@ impl Connection {
     fn emit_ack(&mut self, ack: &Ack, buf: &mut Vec<u8>, i: usize, body: usize) {
         ack.emit(buf);
         self.paths.get_mut(i).ack.on_sent();
+        self.emit_path_acks(buf, i, body);
+    }
+
+    /// Appends the reports of slower paths' packet numbers path index `i` carries that
+    /// fit in front of `body` more bytes.
+    fn emit_path_acks(&mut self, buf: &mut Vec<u8>, i: usize, body: usize) {
         if self.paths.len() < 2 {
             return;
         }
@@ -386,9 +414,18 @@ impl Connection {
         self.finish_packet(now, buf, i, SentKind::Repair { end, origin }, true)
     }
 
-    /// A coded copy of source symbol `id` alone on path index `i` (the redundant policy):
-    /// a one-symbol repair, which decodes that symbol if its first copy is lost.
-    fn send_copy(&mut self, now: Instant, buf: &mut Vec<u8>, i: usize, id: u64) -> Transmit {
+    /// A coded copy of source symbol `id` alone on path index `i` (the redundant policy,
+    /// or a warming path's source): a one-symbol repair, which decodes that symbol if its
+    /// first copy is lost or late. A warm-up copy (`warm_up`) stands in for an original
+    /// still a long one-way delay away, so its loss owes a repair as a lost source would.
+    fn send_copy(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        i: usize,
+        id: u64,
+        warm_up: bool,
+    ) -> Transmit {
         self.begin_packet(buf, i);
         let Ok(header) = self.encoder.repair(id, 1, &mut self.bufs.repair) else {
             self.emit_ack_if_pending(now, buf, i);
@@ -399,8 +436,17 @@ impl Connection {
         wire::emit_repair(buf, &header, &self.bufs.repair);
         self.stats.repair_sent += 1;
         self.stats.repair_bytes_sent += self.bufs.repair.len() as u64;
-        // Not a repair the scheduler owes or counts: its loss owes nothing.
-        self.finish_packet(now, buf, i, SentKind::Control, true)
+        let kind = if warm_up {
+            SentKind::Repair {
+                end: id + 1,
+                origin: RepairOrigin::Copy,
+            }
+        } else {
+            // A redundant copy: not a repair the scheduler owes or counts; its loss owes
+            // nothing.
+            SentKind::Control
+        };
+        self.finish_packet(now, buf, i, kind, true)
     }
 
     fn send_source(&mut self, now: Instant, buf: &mut Vec<u8>, i: usize) -> Transmit {
@@ -431,7 +477,7 @@ impl Connection {
         self.bufs.payload = payload;
         let ratio = self.current_repair_ratio(i);
         self.repair.on_source_sent(ratio);
-        self.paths.queue_copies(i, id);
+        self.paths.queue_copies(i, id, now);
         self.finish_packet(now, buf, i, SentKind::Source(id), true)
     }
 

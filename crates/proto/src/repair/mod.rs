@@ -53,6 +53,14 @@ pub const STALL_ROUNDS: u32 = 2;
 /// docs/experiments/code-evidence.md#stall-floor).
 const STALL_FLOOR: Duration = Duration::from_millis(250);
 
+/// Ends of once-lost reactive repairs remembered at most (`RepairScheduler::lost_once`).
+const LOST_ONCE_KEPT: usize = 64;
+
+/// Loss rate below which a multipath session's second lost repair for one hole owes a
+/// margin copy: the copies cost about p² per hole, nothing at 5 %, but at 20–30 % they
+/// cost a single-path sweep up to 0.019 of efficiency; a single path keeps its wire.
+const SECOND_LOSS_MARGIN_BELOW: f64 = 0.1;
+
 /// The proactive credit banked at most, so a long idle period does not bank a burst of
 /// repairs.
 const MAX_CREDIT: f64 = 8.0;
@@ -70,6 +78,11 @@ pub(crate) enum RepairOrigin {
     /// An extra copy beside the replacements of lost reactive repairs, one per two of them,
     /// early in a busy spell ([`RepairScheduler::in_startup`]); speculative like `Credit`.
     Margin,
+    /// A coded copy of one source on a faster path while the path that carried it warms
+    /// up (issue 29, `Paths::begin_warm_up`): it stands in for an original still on its
+    /// way, so its loss owes a repair as a lost source would, and it covers no declared
+    /// hole (the cap on owed repairs does not count it).
+    Copy,
 }
 
 /// A repair to send now: its origin and the exclusive end of the range it spans (from
@@ -116,6 +129,13 @@ pub(crate) struct RepairScheduler {
     margin_skip: bool,
     /// Highest end among the lost reactive repairs since the last margin copy was owed.
     margin_end: Option<SymbolId>,
+    /// Ends of reactive repairs lost once, above the peer's in-order point (at most
+    /// [`LOST_ONCE_KEPT`]): a repair for such an end lost again owes a margin copy beside
+    /// its replacement, so a hole waits for a third round trip only if both are lost.
+    lost_once: std::collections::VecDeque<SymbolId>,
+    /// Whether a second lost repair owes that margin copy: only with several paths and
+    /// a low loss rate on the last ACK's path ([`SECOND_LOSS_MARGIN_BELOW`]).
+    second_loss_margin: bool,
     /// When the stall watch last saw the peer's in-order point move, or fired (stamped as
     /// ACKs arrive; `None` with nothing unacknowledged): see
     /// [`RepairScheduler::watch_in_order_point`].
@@ -150,6 +170,8 @@ impl RepairScheduler {
             margin: RepairDebt::default(),
             margin_skip: false,
             margin_end: None,
+            lost_once: std::collections::VecDeque::new(),
+            second_loss_margin: false,
             in_order_since: None,
             stall_repair: None,
             busy_since: None,
@@ -320,7 +342,8 @@ impl RepairScheduler {
         let needed_end = match kind {
             SentKind::Source(id) => (id >= covered).then_some(id + 1),
             SentKind::Repair { end, origin } => {
-                (end > covered && origin == RepairOrigin::Debt).then_some(end)
+                let owing = matches!(origin, RepairOrigin::Debt | RepairOrigin::Copy);
+                (end > covered && owing).then_some(end)
             }
             SentKind::Control => None,
         };
@@ -328,6 +351,9 @@ impl RepairScheduler {
             return;
         };
         self.debt.owe(end);
+        if self.second_loss_margin && matches!(kind, SentKind::Repair { .. }) {
+            self.on_replacement_lost(end);
+        }
         if self.in_startup(now, min_rtt) && matches!(kind, SentKind::Repair { .. }) {
             // One copy per two lost reactive repairs (the first, third, ... owe one), each
             // reaching the highest end among the losses since the last copy, so it can
@@ -339,6 +365,25 @@ impl RepairScheduler {
                 }
             }
             self.margin_skip = !self.margin_skip;
+        }
+    }
+
+    /// A reactive repair for `end` was lost: the second such loss for one end owes a
+    /// margin copy beside the next replacement. Why: each lost replacement costs the hole
+    /// another loss-detection round trip, and on a 5 % path chains of three held a
+    /// multipath transfer's delivery for a quarter of a second (docs/experiments/multipath.md,
+    /// "Stalls of the whole transfer").
+    fn on_replacement_lost(&mut self, end: SymbolId) {
+        let covered = self.peer_next_in_order;
+        self.lost_once.retain(|&e| e > covered);
+        if let Some(at) = self.lost_once.iter().position(|&e| e == end) {
+            self.lost_once.remove(at);
+            self.margin.owe(end);
+        } else {
+            if self.lost_once.len() >= LOST_ONCE_KEPT {
+                self.lost_once.pop_front();
+            }
+            self.lost_once.push_back(end);
         }
     }
 
@@ -358,6 +403,7 @@ impl RepairScheduler {
     /// sources went out (evidence: docs/experiments/code-evidence.md#unseen-cap).
     pub(crate) fn on_ack(&mut self, a: &AckSummary) {
         self.peer_deficit = a.deficit;
+        self.second_loss_margin = a.multipath && a.p < SECOND_LOSS_MARGIN_BELOW;
         let covered = self.peer_next_in_order;
         let p = a.p;
         let speculative = (f64::from(a.after.speculative) * (1.0 - p)
@@ -491,7 +537,7 @@ impl RepairScheduler {
             RepairOrigin::Debt if stall => self.stall_repair.take(),
             RepairOrigin::Debt => self.debt.take(),
             RepairOrigin::Margin => self.margin.take(),
-            RepairOrigin::Credit | RepairOrigin::Tail => None,
+            RepairOrigin::Credit | RepairOrigin::Tail | RepairOrigin::Copy => None,
         };
         let end = match owed {
             Some(e)
@@ -513,7 +559,7 @@ impl RepairScheduler {
             RepairOrigin::Debt if !plan.stall => self.tail_left = None,
             RepairOrigin::Debt => {}
             RepairOrigin::Credit => self.credit -= 1.0,
-            RepairOrigin::Tail | RepairOrigin::Margin => {}
+            RepairOrigin::Tail | RepairOrigin::Margin | RepairOrigin::Copy => {}
         }
     }
 

@@ -688,3 +688,42 @@ fn tiny_flights_get_repairs_for_a_99_percent_decode() {
     // Two at 5 %: P(≤ 1 of 3) = 0.7 %.
     assert_eq!(tiny_flight_repairs(2, 0.05), 1);
 }
+
+/// A hole whose replacement is lost twice gets a margin copy beside its third
+/// replacement, in a multipath session at a low loss rate only: a single path, or a lossy
+/// one, keeps its wire.
+#[test]
+fn a_multipath_holes_second_lost_replacement_owes_a_margin_copy() {
+    for (multipath, p, copies) in [(true, 0.05, 1), (false, 0.05, 0), (true, 0.2, 0)] {
+        let mut t = Sender::new(0.0);
+        t.send(100, 0.0);
+        t.now += t.min_rtt * STARTUP_RTTS; // past start-up: no start-up margin
+        t.p = p;
+        t.s.on_ack(&AckSummary {
+            deficit: 5,
+            highest_seen: t.next,
+            after: nothing(),
+            first_source_after: None,
+            quiet: false,
+            p,
+            unacked: t.unacked(),
+            multipath,
+        });
+        t.lose_source(40);
+        assert_eq!(t.drain().len(), 1);
+        t.lose_repair(41, RepairOrigin::Debt);
+        let again = t.drain();
+        assert!(
+            again.iter().all(|p| p.origin == RepairOrigin::Debt),
+            "{again:?}"
+        );
+        t.lose_repair(41, RepairOrigin::Debt);
+        let third = t.drain();
+        let margins = third
+            .iter()
+            .filter(|p| p.origin == RepairOrigin::Margin && p.end == 41)
+            .count();
+        assert_eq!(margins, copies, "multipath {multipath}, p {p}: {third:?}");
+        assert_eq!(third.len(), 1 + copies);
+    }
+}

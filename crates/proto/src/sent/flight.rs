@@ -18,7 +18,8 @@ pub(super) struct FlightCounts {
     pub(super) reactive: u32,
     /// Proactive and tail repairs.
     pub(super) speculative: u32,
-    /// Start-up margin copies.
+    /// Start-up margin copies and warm-up copies ([`RepairOrigin::Copy`]): repairs that
+    /// cover no declared hole.
     pub(super) margin: u32,
 }
 
@@ -30,7 +31,7 @@ impl FlightCounts {
             SentKind::Repair { origin, .. } => match origin {
                 RepairOrigin::Debt => &mut self.reactive,
                 RepairOrigin::Credit | RepairOrigin::Tail => &mut self.speculative,
-                RepairOrigin::Margin => &mut self.margin,
+                RepairOrigin::Margin | RepairOrigin::Copy => &mut self.margin,
             },
             SentKind::Control => return,
         };
@@ -158,9 +159,9 @@ impl SentLedger {
                         n.speculative += 1;
                         n.covered_sources = n.sources;
                     }
-                    // A margin copy in flight stands in for a replacement that is lost;
-                    // it covers no hole of its own.
-                    RepairOrigin::Margin => {}
+                    // A margin copy in flight stands in for a replacement that is lost, a
+                    // warm-up copy for an original on its way; neither covers a hole.
+                    RepairOrigin::Margin | RepairOrigin::Copy => {}
                 },
                 SentKind::Source(id) => {
                     n.sources += u32::from(p.in_flight);
