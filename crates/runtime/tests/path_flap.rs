@@ -413,7 +413,7 @@ fn a_session_lost_while_path_0_is_down_reconnects_over_path_1() {
     }
     let topo = Topology::new(3);
     // The reverse, restarted on the same port on request (`true`), stopped on `false`.
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (addr_tx, mut addr_rx) = tokio::sync::mpsc::unbounded_channel();
     let (ctl_tx, mut ctl_rx) = tokio::sync::mpsc::unbounded_channel::<bool>();
     let r_ns = topo.0.r.clone();
     let reverse = std::thread::spawn(move || {
@@ -434,7 +434,7 @@ fn a_session_lost_while_path_0_is_down_reconnects_over_path_1() {
             }
         });
     });
-    let (rev_port, echo) = addr_rx.recv().unwrap();
+    let (rev_port, echo) = addr_rx.blocking_recv().unwrap();
     let net = topo.0.clone();
     let ctl = ctl_tx.clone();
     let forward = std::thread::spawn(move || {
@@ -463,6 +463,8 @@ fn a_session_lost_while_path_0_is_down_reconnects_over_path_1() {
             .await;
             ctl.send(true).unwrap();
             let lost_at = Instant::now();
+            addr_rx.recv().await.expect("the reverse restarted");
+            let rebound = lost_at.elapsed();
             until(Duration::from_secs(30), "a new session", || {
                 d.stats()
                     .iter()
@@ -510,7 +512,7 @@ fn a_session_lost_while_path_0_is_down_reconnects_over_path_1() {
             let back = reader.await.unwrap();
             let after = d.paths(new);
             eprintln!(
-                "reconnected {reconnected:?} after the reverse restarted; path 0's link carried data again {joined:?} after its restore"
+                "reverse bound again {rebound:?} and the session re-established {reconnected:?} after the restart began; path 0's link carried data again {joined:?} after its restore"
             );
             eprintln!("new session while path 0's link was down: {during:?}");
             eprintln!("after the restore: {after:?}");
