@@ -127,8 +127,8 @@ pub struct ForwardSettings {
     pub transparent_udp_listen: Option<SocketAddr>,
     /// Limits of the transparent UDP flows.
     pub udp_flows: datagram::FlowLimits,
-    /// Multipath (issue 29): one tunnel socket per entry, the first for the handshake
-    /// (it replaces `bind`); empty for one socket.
+    /// Multipath (issue 29): one tunnel socket per entry, the first that is up when a
+    /// session starts for its handshake (it replaces `bind`); empty for one socket.
     pub paths: Vec<ctcp_config::PathBind>,
 }
 
