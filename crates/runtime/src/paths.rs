@@ -4,9 +4,9 @@
 //! Paths come and go at run time: a send that fails with a link error takes the path
 //! down in every session at once (its flight is repaired over the others), and a
 //! monitor checks every path each [`CHECK_EVERY`]: one whose interface or address is
-//! gone goes down, and one that is back (or that could not be bound at start-up, or whose
-//! interface was re-created under the same name) gets a fresh socket and is validated
-//! again before it carries data.
+//! gone goes down, and one that is back is validated again before it carries data: with
+//! a fresh socket if it could not be bound at start-up or its interface was re-created
+//! under the same name (a new interface index), with its own socket otherwise.
 //!
 //! Every configured path is a slot with its own socket, writer and reader task, the one
 //! carrying the handshake included: none is the shard's socket, so any can be re-bound.
@@ -152,6 +152,17 @@ pub(crate) struct Slot {
     ifindex: Option<u32>,
     /// Whether the path's link works (as far as sends and the last check tell).
     pub(crate) up: bool,
+}
+
+impl Slot {
+    /// Whether the slot's socket can serve again once its link works: it has one, bound
+    /// to the interface of that name now (one set down and up keeps its index) or to an
+    /// address (removed and added back, it is the same address). Keeping it keeps the
+    /// path's address, which the reverse would otherwise challenge before it sends there
+    /// again.
+    fn socket_still_works(&self) -> bool {
+        self.writer.is_some() && self.ifindex == device_index(&self.bind)
+    }
 }
 
 /// The multipath sockets of a forward: slot `k` is configured path `k`; `order` says
@@ -399,8 +410,8 @@ pub(crate) fn lock(m: &Mutex<PathSockets>) -> std::sync::MutexGuard<'_, PathSock
 
 /// The monitor: every [`CHECK_EVERY`] checks each path ([`check`]) toward the session's
 /// peer; a path that fails goes down, one that works again (or whose interface was
-/// re-created) gets a fresh socket and is brought up in every session, which validates
-/// it again. Ends when the driver stops.
+/// re-created) is brought up in every session, which validates it again ([`bring_up`]).
+/// Ends when the driver stops.
 pub(crate) async fn monitor(shared: Arc<Shared>) {
     let Some(sockets) = shared.path_sockets.as_ref() else {
         return;
@@ -456,7 +467,8 @@ pub(crate) async fn monitor(shared: Arc<Shared>) {
     }
 }
 
-/// Slot `k` works again: a fresh socket, then its path up in every session.
+/// Slot `k` works again: a fresh socket unless its own still works, then its path up in
+/// every session.
 fn bring_up(
     shared: &Arc<Shared>,
     sockets: &Mutex<PathSockets>,
@@ -464,7 +476,15 @@ fn bring_up(
     bind_to: &PathBind,
     peer: SocketAddr,
 ) {
-    let fresh = bind(bind_to, &[peer]).and_then(|s| lock(sockets).install(shared, k, s));
+    let keep = lock(sockets)
+        .slots
+        .get(k)
+        .is_some_and(Slot::socket_still_works);
+    let fresh = if keep {
+        Ok(())
+    } else {
+        bind(bind_to, &[peer]).and_then(|s| lock(sockets).install(shared, k, s))
+    };
     if let Err(e) = fresh {
         tracing::debug!(path = k, bind = %bind_to, error = %e, "path works but its socket does not bind yet");
         return;
@@ -623,5 +643,25 @@ mod tests {
             "descriptors grew from {before} to {after} over 500 re-binds"
         );
         assert!(lock(&m).writer(0).is_some() && lock(&m).writer(1).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_slot_keeps_its_socket_unless_its_interface_was_re_created() {
+        let peers = ["127.0.0.1:7000".parse().unwrap()];
+        let binds = [
+            PathBind::Device("lo".into()),
+            PathBind::Address("127.0.0.1".parse().unwrap()),
+        ];
+        let mut s = PathSockets::bind_all(&binds, &peers).unwrap();
+        for slot in &mut s.slots {
+            assert!(!slot.socket_still_works(), "nothing installed yet");
+            let socket = slot.pending.take().unwrap();
+            slot.writer = Some(Arc::new(UdpIo::new(socket).unwrap()));
+        }
+        assert!(s.slots[0].ifindex.is_some());
+        assert!(s.slots.iter().all(Slot::socket_still_works));
+        // The same name with another index: a device deleted and created again.
+        s.slots[0].ifindex = s.slots[0].ifindex.map(|i| i + 1000);
+        assert!(!s.slots[0].socket_still_works());
     }
 }
