@@ -360,9 +360,8 @@ impl Driver {
     pub fn connect(&self, remote: SocketAddr) -> ConnectionHandle {
         if let Some(sockets) = &self.shared.path_sockets {
             let mut s = crate::paths::lock(sockets);
-            let lead = s.map_new_session();
-            if lead != 0 {
-                tracing::info!(path = lead, bind = %s.slots[lead].bind, "the first configured path is down: the session starts on another");
+            if let Some(lead) = s.map_new_session() {
+                tracing::info!(path = lead, bind = %s.slots[lead].bind, "sessions start on this path (the first that is up)");
             }
         }
         let shards = self.shared.shards();

@@ -281,19 +281,20 @@ impl PathSockets {
 
     /// Maps the session about to start: its path 0 (the handshake) leaves from the first
     /// slot that is up (the current lead if none is), the others in configuration order.
-    /// Returns the slot path 0 leaves from.
-    pub(crate) fn map_new_session(&mut self) -> usize {
+    /// Returns the slot path 0 leaves from if that changed.
+    pub(crate) fn map_new_session(&mut self) -> Option<usize> {
         let lead = self
             .slots
             .iter()
             .position(|s| s.up)
             .unwrap_or_else(|| self.order.first().copied().unwrap_or(0));
         let order = self.order_from(lead);
-        if order != self.order {
-            self.order = order;
-            self.generation.fetch_add(1, Ordering::AcqRel);
+        if order == self.order {
+            return None;
         }
-        lead
+        self.order = order;
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Some(lead)
     }
 
     /// The generation counter [`Writers::refresh`] watches.
@@ -572,10 +573,10 @@ mod tests {
         let mut s = PathSockets::bind_all(&[a.clone(), a.clone(), a], &peers).unwrap();
         assert_eq!(s.order, [0, 1, 2]);
         let g = s.generation.load(Ordering::Acquire);
-        assert_eq!(s.map_new_session(), 0);
+        assert_eq!(s.map_new_session(), None);
         assert_eq!(s.generation.load(Ordering::Acquire), g, "nothing moved");
         s.slots[0].up = false;
-        assert_eq!(s.map_new_session(), 1);
+        assert_eq!(s.map_new_session(), Some(1));
         assert_eq!(
             s.order,
             [1, 0, 2],
@@ -591,13 +592,14 @@ mod tests {
         );
         assert!(s.path_is_up(0) && !s.path_is_up(1) && s.path_is_up(2));
         s.slots[1].up = false;
-        assert_eq!(s.map_new_session(), 2);
+        assert_eq!(s.map_new_session(), Some(2));
         assert_eq!(s.order, [2, 0, 1]);
         // Nothing up: the last lead stays (its handshake fails and the session is retried).
         s.slots[2].up = false;
-        assert_eq!(s.map_new_session(), 2);
+        assert_eq!(s.map_new_session(), None);
+        assert_eq!(s.order, [2, 0, 1]);
         s.slots[0].up = true;
-        assert_eq!(s.map_new_session(), 0);
+        assert_eq!(s.map_new_session(), Some(0));
         assert_eq!(s.order, [0, 1, 2]);
     }
 
