@@ -695,10 +695,13 @@ fn open_paths(inner: &mut Inner, h: ConnectionHandle) {
     let Some(sockets) = inner.paths.clone() else {
         return;
     };
-    let up: Vec<bool> = {
+    let (up, links): (Vec<bool>, Vec<String>) = {
         let s = crate::paths::lock(&sockets);
-        (0..s.len()).map(|i| s.path_is_up(i)).collect()
+        ((0..s.len()).map(|i| s.path_is_up(i)).collect(), s.links())
     };
+    // Path ids name links per session (path 0 is the first link up when it started), so
+    // the per-path series and logs are read with this.
+    tracing::info!(session = h.0, links = ?links, "multipath session: path i leaves from links[i]");
     let Some(c) = inner.endpoint.connection_mut(h) else {
         return;
     };

@@ -318,6 +318,14 @@ impl PathSockets {
             .is_some_and(|s| s.up)
     }
 
+    /// What each of the session's paths binds to, by path id.
+    pub(crate) fn links(&self) -> Vec<String> {
+        self.order
+            .iter()
+            .filter_map(|&k| self.slots.get(k).map(|s| s.bind.to_string()))
+            .collect()
+    }
+
     /// How many paths a session has (one per slot).
     pub(crate) fn len(&self) -> usize {
         self.slots.len()
@@ -556,6 +564,7 @@ mod tests {
         let s = PathSockets::bind_all(&binds, &peers).unwrap();
         assert_eq!(s.lead_addr().unwrap().ip().to_string(), "127.0.0.1");
         assert_eq!(s.order, [1, 0], "the working path leads");
+        assert_eq!(s.links(), ["127.0.0.1", "ctcp-no-such0"]);
         assert_eq!(s.path_of(1), Some(0));
         assert!(!s.slots[0].up && s.slots[1].up);
         assert!(
