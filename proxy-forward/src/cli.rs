@@ -73,8 +73,8 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "ADDR")]
     transparent_udp_listen: Option<SocketAddr>,
     /// Multipath: a local link for the session, an IP address or an interface name
-    /// (SO_BINDTODEVICE); repeatable, one UDP socket each, the first carrying the
-    /// handshake; replaces the file's `paths` [default: none, one socket].
+    /// (SO_BINDTODEVICE); repeatable, one UDP socket each, the first that is up carrying
+    /// the handshake; replaces the file's `paths` [default: none, one socket].
     #[arg(long = "path", value_name = "ADDR|IFACE", value_parser = ctcp_config::parse_path_bind)]
     paths: Vec<PathBind>,
     /// How a multipath session uses its paths for what this side sends: aggregate,

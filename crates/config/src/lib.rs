@@ -251,8 +251,9 @@ pub struct ForwardConfig {
     /// Limits of the transparent UDP flows.
     pub udp: UdpFlowConfig,
     /// Multipath (issue 29): the local links the session uses, one UDP socket each; the
-    /// first carries the handshake (path 0), the others are opened once the session is
-    /// up. Empty (the default): one socket, bound as without this key.
+    /// first that is up when a session starts carries its handshake (its path 0), the
+    /// others are opened once the session is up. Empty (the default): one socket, bound as
+    /// without this key.
     pub paths: Vec<PathBind>,
     /// How a session with several paths uses them.
     pub policy: PathPolicy,

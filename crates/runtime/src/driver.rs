@@ -63,8 +63,8 @@ pub(crate) struct Inner {
     pub(crate) totals: crate::metrics::Totals,
     /// Issue 27 hook: where received datagrams go (`crate::datagram`).
     pub(crate) datagrams: crate::datagram::Inbox,
-    /// Multipath (issue 29): the forward's path sockets (slot `k` is path `k`; slot 0 is
-    /// the shard's own socket); a session opens a path per slot beyond 0 once its
+    /// Multipath (issue 29): the forward's path sockets (one slot per configured path,
+    /// each with its own socket); a session opens a path per slot beyond its first once its
     /// handshake completes, down where the slot is.
     pub(crate) paths: Option<Arc<Mutex<crate::paths::PathSockets>>>,
 }
@@ -116,6 +116,9 @@ pub(crate) struct Shared {
     route_dropped: AtomicU64,
     /// Multipath (issue 29): the forward's path sockets, if it has paths.
     pub(crate) path_sockets: Option<Arc<Mutex<crate::paths::PathSockets>>>,
+    /// Moves when a path socket's writer or the path-to-slot order changes
+    /// (`crate::paths::Writers`).
+    path_generation: Arc<AtomicU64>,
 }
 
 impl Shared {
@@ -179,12 +182,15 @@ impl Driver {
         shards: Vec<(Endpoint, std::net::UdpSocket)>,
         shutdown: watch::Receiver<bool>,
     ) -> io::Result<(Driver, DriverChannels)> {
+        let shards = shards.into_iter().map(|(e, s)| (e, Some(s))).collect();
         Self::spawn_paths(shards, None, shutdown)
     }
 
-    /// Starts one driver over several local sockets, one per path (issue 29): `first`
-    /// carries the handshake (path 0), and each session opens a path per further slot of
-    /// `paths` to its peer once connected; path `k` sends from slot `k`'s socket.
+    /// Starts one driver over several local sockets, one per path (issue 29): each
+    /// session's path 0 (the handshake) leaves from the first slot of `paths` that is up
+    /// when the session starts, and once connected the session opens a path per further
+    /// slot to its peer, in configuration order. Every slot's socket is written by the
+    /// shard's task and read by a task of its own, so any of them can be re-bound.
     /// Datagrams read on any socket feed the one endpoint (a packet names its path
     /// itself). Paths come and go at run time (`crate::paths`).
     ///
@@ -192,28 +198,36 @@ impl Driver {
     /// Fails if a socket cannot be set up for asynchronous I/O.
     pub(crate) fn spawn_multipath(
         endpoint: Endpoint,
-        first: std::net::UdpSocket,
         paths: crate::paths::PathSockets,
         shutdown: watch::Receiver<bool>,
     ) -> io::Result<(Driver, DriverChannels)> {
-        Self::spawn_paths(vec![(endpoint, first)], Some(paths), shutdown)
+        Self::spawn_paths(vec![(endpoint, None)], Some(paths), shutdown)
     }
 
-    /// [`Driver::spawn`] with multipath sockets on the first shard.
+    /// [`Driver::spawn`] with multipath sockets on the first shard (which then has no
+    /// socket of its own).
     fn spawn_paths(
-        shards: Vec<(Endpoint, std::net::UdpSocket)>,
+        shards: Vec<(Endpoint, Option<std::net::UdpSocket>)>,
         paths: Option<crate::paths::PathSockets>,
         shutdown: watch::Receiver<bool>,
     ) -> io::Result<(Driver, DriverChannels)> {
         assert!(!shards.is_empty(), "a driver needs at least one shard");
+        let mut local_addr = paths
+            .as_ref()
+            .map(crate::paths::PathSockets::lead_addr)
+            .transpose()?;
+        let path_generation = paths
+            .as_ref()
+            .map_or_else(Arc::default, crate::paths::PathSockets::generation);
         let path_sockets = paths.map(|p| Arc::new(Mutex::new(p)));
         let mut ios = Vec::with_capacity(shards.len());
         let mut states = Vec::with_capacity(shards.len());
         let mut receivers = Vec::with_capacity(shards.len());
-        let mut local_addr = None;
         for (mut endpoint, socket) in shards {
-            let io = UdpIo::new(socket)?;
-            local_addr.get_or_insert(io.local_addr()?);
+            let io = socket.map(UdpIo::new).transpose()?;
+            if let Some(io) = &io {
+                local_addr.get_or_insert(io.local_addr()?);
+            }
             endpoint.set_wall_clock(clock::now(), clock::unix_ms());
             let (routed, rx) = mpsc::channel(ROUTE_QUEUE);
             let first = states.is_empty();
@@ -234,12 +248,13 @@ impl Driver {
         }
         let shared = Arc::new(Shared {
             shards: states.into_boxed_slice(),
-            local_addr: local_addr.unwrap_or_else(|| unreachable!("asserted non-empty")),
+            local_addr: local_addr.ok_or_else(|| io::Error::other("a shard without a socket"))?,
             closing: AtomicBool::new(false),
             stopped: watch::channel(0).0,
             next_connect: AtomicUsize::new(0),
             route_dropped: AtomicU64::new(0),
             path_sockets,
+            path_generation,
         });
         let (incoming_tx, incoming) = mpsc::unbounded_channel();
         let (sessions_tx, sessions) = mpsc::unbounded_channel();
@@ -247,21 +262,27 @@ impl Driver {
             incoming: incoming_tx,
             sessions: sessions_tx,
         };
+        let mut gso = None;
         if let Some(sockets) = &shared.path_sockets {
             // Each path socket is read by its own task and written by the shard's, through
             // two descriptors of one socket: reading needs the receive buffers to itself.
             let mut s = crate::paths::lock(sockets);
             for (k, socket) in s.take_pending() {
                 s.install(&shared, k, socket)?;
+                gso = gso.or_else(|| s.writer(k).map(|w| w.max_gso_segments()));
             }
             drop(s);
             tokio::spawn(crate::paths::monitor(shared.clone()));
         }
         for (index, (io, routed)) in ios.into_iter().zip(receivers).enumerate() {
+            let gso = io
+                .as_ref()
+                .map_or(gso.unwrap_or(1), UdpIo::max_gso_segments);
             tokio::spawn(run_shard(
                 shared.clone(),
                 index,
                 io,
+                gso,
                 routed,
                 reports.clone(),
                 shutdown.clone(),
@@ -334,8 +355,15 @@ impl Driver {
     }
 
     /// Starts a session to `remote` on the next shard (round-robin); the handshake runs
-    /// in the background.
+    /// in the background. A multipath forward's session starts on the first path that is
+    /// up (`crate::paths::PathSockets::map_new_session`).
     pub fn connect(&self, remote: SocketAddr) -> ConnectionHandle {
+        if let Some(sockets) = &self.shared.path_sockets {
+            let mut s = crate::paths::lock(sockets);
+            if let Some(lead) = s.map_new_session() {
+                tracing::info!(path = lead, bind = %s.slots[lead].bind, "sessions start on this path (the first that is up)");
+            }
+        }
         let shards = self.shared.shards();
         let i = self.shared.next_connect.fetch_add(1, Ordering::Relaxed) % shards.len();
         let h = shards[i].lock().endpoint.connect(clock::now(), remote);
@@ -439,12 +467,23 @@ impl Driver {
     }
 }
 
+/// Waits until `io` may be read; never without a socket.
+async fn readable(io: Option<&UdpIo>) -> io::Result<()> {
+    match io {
+        Some(io) => io.readable().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// One shard's driver task: feeds its endpoint the datagrams its socket reads (handing
 /// other shards theirs) and those routed to it, runs timers, routes events, and flushes.
+/// A multipath shard has no socket of its own: it writes each path's datagrams to that
+/// path's slot, whose own task reads it.
 async fn run_shard(
     shared: Arc<Shared>,
     index: usize,
-    mut io: UdpIo,
+    mut io: Option<UdpIo>,
+    gso: usize,
     mut routed: mpsc::Receiver<Routed>,
     reports: Reports,
     mut shutdown: watch::Receiver<bool>,
@@ -452,7 +491,8 @@ async fn run_shard(
     let me = &shared.shards[index];
     let count = shared.shards.len();
     let local_addr = shared.local_addr;
-    let gso = io.max_gso_segments().clamp(1, 32);
+    let gso = gso.clamp(1, 32);
+    let mut writers = crate::paths::Writers::default();
     // GSO batches, written by the endpoint where they are sent from.
     let mut batches: Vec<(Vec<u8>, SocketAddr, usize, u8)> = Vec::new();
     let mut closed = false;
@@ -465,11 +505,12 @@ async fn run_shard(
             }
         };
         tokio::select! {
-            r = io.readable() => {
+            r = readable(io.as_ref()) => {
                 if let Err(e) = r {
                     tracing::error!(error = %e, "UDP socket failed");
                     break;
                 }
+                let Some(io) = io.as_mut() else { continue };
                 let mut inner = me.lock();
                 let now = clock::now();
                 let before = inner.endpoint.connection_count();
@@ -544,26 +585,26 @@ async fn run_shard(
             if n == 0 {
                 break;
             }
+            if let Some(sockets) = &shared.path_sockets {
+                writers.refresh(sockets, &shared.path_generation);
+            }
             for (buf, dest, seg, path) in &batches[..n] {
                 let seg = Some(*seg).filter(|s| buf.len() > *s);
                 let k = usize::from(*path);
-                // Path k > 0 of a multipath forward leaves from slot k's socket; a slot
-                // without one (down, not bound yet) sends nothing. Every other path (a
-                // reverse answers each where it came from) uses the shard's socket.
-                let res = match shared.path_sockets.as_ref().filter(|_| k > 0) {
-                    None => io.send(*dest, buf, seg).await,
-                    Some(sockets) => {
-                        let writer = crate::paths::lock(sockets).writer(k);
-                        match writer {
-                            Some(w) => w.send(*dest, buf, seg).await,
-                            None => continue,
-                        }
-                    }
+                // A multipath forward's path leaves from its slot's socket; a slot without
+                // one (not bound yet) sends nothing. Any other shard (a reverse answers
+                // each path where it came from) uses its own socket.
+                let socket = match &shared.path_sockets {
+                    None => io.as_ref(),
+                    Some(_) => writers.writer(k),
                 };
-                match res {
+                let Some(socket) = socket else { continue };
+                match socket.send(*dest, buf, seg).await {
                     Err(e) if crate::paths::is_link_error(&e) => {
                         tracing::debug!(error = %e, %dest, path, "UDP send failed: link error");
-                        crate::paths::set_down(&shared, k, &e);
+                        if let Some(slot) = writers.slot(k) {
+                            crate::paths::set_down(&shared, slot, &e);
+                        }
                     }
                     Err(e) => tracing::debug!(error = %e, %dest, path, "UDP send failed"),
                     Ok(()) => {}
@@ -578,8 +619,9 @@ async fn run_shard(
     shared.stopped.send_modify(|n| *n += 1);
 }
 
-/// Reads one extra path socket (multipath) and hands what it reads to the shard that owns
-/// each session, until that shard stops.
+/// Reads one path socket (multipath) and feeds what it reads to the endpoint of the shard
+/// that owns each session (under its lock, one hold per batch read, as the shard reads
+/// its own socket), then wakes it; until the driver stops.
 pub(crate) async fn read_path(shared: Arc<Shared>, mut io: UdpIo) {
     let count = shared.shards.len();
     let stopped = async {
@@ -594,9 +636,16 @@ pub(crate) async fn read_path(shared: Arc<Shared>, mut io: UdpIo) {
                     tracing::error!(error = %e, "path UDP socket failed");
                     return;
                 }
-                let res = io.drain(|from, data| {
-                    route(&shared, owner(data, count).unwrap_or(0), from, data);
-                });
+                let first = &shared.shards[0];
+                let res = {
+                    let mut inner = first.lock();
+                    let now = clock::now();
+                    io.drain(|from, data| match owner(data, count) {
+                        Some(k) if k != 0 => route(&shared, k, from, data),
+                        _ => inner.endpoint.handle_datagram(now, from, data),
+                    })
+                };
+                first.wake.notify_one();
                 if let Err(e) = res {
                     tracing::warn!(error = %e, "path UDP receive error");
                 }
@@ -639,17 +688,20 @@ fn on_received(inner: &mut Inner, before: usize, reports: &Reports) {
     }
 }
 
-/// Multipath: opens one path per path socket slot beyond 0 on a session that just
-/// connected, to the peer's address (the path differs by the socket it leaves from); a
-/// path whose slot is down starts down, and comes up when the slot does.
+/// Multipath: opens one path per path socket slot beyond the session's first on a
+/// session that just connected, to the peer's address (the path differs by the socket it
+/// leaves from); a path whose slot is down starts down, and comes up when the slot does.
 fn open_paths(inner: &mut Inner, h: ConnectionHandle) {
     let Some(sockets) = inner.paths.clone() else {
         return;
     };
-    let up: Vec<bool> = {
+    let (up, links): (Vec<bool>, Vec<String>) = {
         let s = crate::paths::lock(&sockets);
-        (0..s.slots.len()).map(|k| s.is_up(k)).collect()
+        ((0..s.len()).map(|i| s.path_is_up(i)).collect(), s.links())
     };
+    // Path ids name links per session (path 0 is the first link up when it started), so
+    // the per-path series and logs are read with this.
+    tracing::info!(session = h.0, links = ?links, "multipath session: path i leaves from links[i]");
     let Some(c) = inner.endpoint.connection_mut(h) else {
         return;
     };

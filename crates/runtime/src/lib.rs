@@ -127,8 +127,8 @@ pub struct ForwardSettings {
     pub transparent_udp_listen: Option<SocketAddr>,
     /// Limits of the transparent UDP flows.
     pub udp_flows: datagram::FlowLimits,
-    /// Multipath (issue 29): one tunnel socket per entry, the first for the handshake
-    /// (it replaces `bind`); empty for one socket.
+    /// Multipath (issue 29): one tunnel socket per entry, the first that is up when a
+    /// session starts for its handshake (it replaces `bind`); empty for one socket.
     pub paths: Vec<ctcp_config::PathBind>,
 }
 
@@ -293,6 +293,12 @@ async fn spawn_metrics(
     Ok(())
 }
 
+/// The forward's tunnel sockets: one, or one per configured path (multipath).
+enum TunnelSockets {
+    One(std::net::UdpSocket),
+    Paths(paths::PathSockets),
+}
+
 /// Binds and starts the forward proxy on the current tokio runtime.
 ///
 /// # Errors
@@ -301,11 +307,11 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
     let lookup = resolve::system_lookup();
     let addrs = resolve::resolve_any(&s.peer, &lookup).await?;
     let bind = s.bind.unwrap_or_else(|| resolve::wildcard_for(&addrs));
-    // With paths configured, the first that binds and works is the tunnel socket (path
-    // 0); the others come up when they can (`paths::monitor`).
-    let mut path_sockets = None;
-    let udp = if s.paths.is_empty() {
-        std::net::UdpSocket::bind(bind)
+    // With paths configured, every path has a socket of its own (`paths`): the first
+    // that binds and works carries the first handshake; the others come up when they can
+    // (`paths::monitor`).
+    let tunnel = if s.paths.is_empty() {
+        let udp = std::net::UdpSocket::bind(bind)
             .or_else(|e| match s.bind {
                 // A host without IPv6 still reaches the name's IPv4 addresses.
                 None if bind.is_ipv6() => {
@@ -317,9 +323,10 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
                 what: "tunnel UDP socket",
                 addr: bind,
                 source,
-            })?
+            })?;
+        TunnelSockets::One(udp)
     } else {
-        let (sockets, first) =
+        let sockets =
             paths::PathSockets::bind_all(&s.paths, &addrs).map_err(|(path, source)| {
                 RuntimeError::PathBind {
                     path,
@@ -327,8 +334,11 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
                     source,
                 }
             })?;
-        path_sockets = Some(sockets);
-        first
+        TunnelSockets::Paths(sockets)
+    };
+    let tunnel_addr = match &tunnel {
+        TunnelSockets::One(u) => u.local_addr()?,
+        TunnelSockets::Paths(p) => p.lead_addr()?,
     };
     let guard_peers = addrs.clone();
     // With one name the start-up resolution is its first; with a list the resolver starts
@@ -338,7 +348,7 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
     } else {
         Vec::new()
     };
-    let peer = resolve::PeerResolver::new(s.peer.clone(), udp.local_addr()?, lookup, first);
+    let peer = resolve::PeerResolver::new(s.peer.clone(), tunnel_addr, lookup, first);
     let listener = tokio::net::TcpListener::bind(s.listen)
         .await
         .map_err(|source| RuntimeError::Bind {
@@ -393,12 +403,12 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
         os_seed(),
     );
     let (shutdown, rx) = watch::channel(false);
-    let (driver, channels) = match path_sockets {
-        None => Driver::spawn(vec![(endpoint, udp)], rx.clone())?,
-        Some(sockets) => {
+    let (driver, channels) = match tunnel {
+        TunnelSockets::Paths(sockets) => {
             tracing::info!(paths = ?sockets.slots.iter().map(|p| p.bind.to_string()).collect::<Vec<_>>(), policy = ?s.transport.path_policy, "multipath");
-            Driver::spawn_multipath(endpoint, udp, sockets, rx.clone())?
+            Driver::spawn_multipath(endpoint, sockets, rx.clone())?
         }
+        TunnelSockets::One(udp) => Driver::spawn(vec![(endpoint, udp)], rx.clone())?,
     };
     tokio::spawn(signals::periodic_stats(
         driver.clone(),

@@ -4,8 +4,15 @@
 //! Paths come and go at run time: a send that fails with a link error takes the path
 //! down in every session at once (its flight is repaired over the others), and a
 //! monitor checks every path each [`CHECK_EVERY`]: one whose interface or address is
-//! gone goes down, and one that is back (or that could not be bound at start-up) gets a
-//! fresh socket and is validated again before it carries data.
+//! gone goes down, and one that is back is validated again before it carries data: with
+//! a fresh socket if it could not be bound at start-up or its interface was re-created
+//! under the same name (a new interface index), with its own socket otherwise.
+//!
+//! Every configured path is a slot with its own socket, writer and reader task, the one
+//! carrying the handshake included: none is the shard's socket, so any can be re-bound.
+//! The session's path ids map to slots ([`PathSockets::order`]): path 0, which carries the
+//! handshake, is the first slot that is up when the session starts, the others follow in
+//! configuration order. A forward holds one session at a time, so one mapping serves it.
 
 use crate::driver::Shared;
 use crate::udp::UdpIo;
@@ -13,7 +20,8 @@ use ctcp_config::PathBind;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How often the monitor checks each path's interface, address and route.
@@ -119,44 +127,111 @@ fn device_ready(name: &str, v4: bool) -> io::Result<()> {
     })
 }
 
+/// The interface index path `p`'s socket is bound to, if it binds to an interface: a
+/// device deleted and created again under the same name gets a new index, and a socket
+/// bound to the old one never carries data again.
+fn device_index(p: &PathBind) -> Option<u32> {
+    match p {
+        PathBind::Device(name) => nix::net::if_::if_nametoindex(name.as_str()).ok(),
+        PathBind::Address(_) => None,
+    }
+}
+
 /// One configured path's socket, as the driver sends on it.
 #[derive(Debug)]
 pub(crate) struct Slot {
     /// What the path binds to.
     pub(crate) bind: PathBind,
-    /// Where the path's datagrams are written; `None` for path 0 (the shard's own socket)
-    /// and for a path not bound yet.
+    /// Where the path's datagrams are written; `None` for a path not bound yet.
     writer: Option<Arc<UdpIo>>,
     /// A socket bound at start-up, until the driver takes it over.
     pending: Option<std::net::UdpSocket>,
     /// The task reading the path's socket, stopped when the socket is replaced.
     reader: Option<tokio::task::AbortHandle>,
+    /// The interface index the socket was bound to (interface paths only).
+    ifindex: Option<u32>,
     /// Whether the path's link works (as far as sends and the last check tell).
     pub(crate) up: bool,
 }
 
-/// The multipath sockets of a forward: slot `k` is path `k` (slot 0 carries the
-/// handshake; its socket is the shard's own).
+impl Slot {
+    /// Whether the slot's socket can serve again once its link works: it has one, bound
+    /// to the interface of that name now (one set down and up keeps its index) or to an
+    /// address (removed and added back, it is the same address). Keeping it keeps the
+    /// path's address, which the reverse would otherwise challenge before it sends there
+    /// again.
+    fn socket_still_works(&self) -> bool {
+        self.writer.is_some() && self.ifindex == device_index(&self.bind)
+    }
+}
+
+/// The multipath sockets of a forward: slot `k` is configured path `k`; `order` says
+/// which slot each of the session's paths leaves from.
 #[derive(Debug)]
 pub(crate) struct PathSockets {
     pub(crate) slots: Vec<Slot>,
+    /// The session's path id `i` leaves from slot `order[i]`: path 0 (the handshake) from
+    /// the first slot up when the session started, the others in configuration order.
+    order: Vec<usize>,
     /// The reverse's resolved addresses (the check's destination before a session
     /// exists).
     pub(crate) peers: Vec<SocketAddr>,
+    /// Bumped whenever a writer or the order changes, so the driver re-reads its copy of
+    /// the writers only then (no lock per send).
+    generation: Arc<AtomicU64>,
+}
+
+/// The driver's copy of the writers, by the session's path id, re-read from
+/// [`PathSockets`] when its generation moves.
+#[derive(Debug, Default)]
+pub(crate) struct Writers {
+    /// The generation read last (0: never; [`PathSockets`] starts at 1).
+    generation: u64,
+    by_path: Vec<Option<Arc<UdpIo>>>,
+    slot_of: Vec<usize>,
+}
+
+impl Writers {
+    /// Re-reads the writers if `sockets` changed since the last call: one atomic load when
+    /// nothing did.
+    pub(crate) fn refresh(&mut self, sockets: &Mutex<PathSockets>, generation: &AtomicU64) {
+        let now = generation.load(Ordering::Acquire);
+        if now == self.generation {
+            return;
+        }
+        let s = lock(sockets);
+        self.generation = s.generation.load(Ordering::Acquire);
+        self.slot_of.clone_from(&s.order);
+        self.by_path = s
+            .order
+            .iter()
+            .map(|&k| s.slots.get(k).and_then(|slot| slot.writer.clone()))
+            .collect();
+    }
+
+    /// The socket the session's path `path` writes to, if its slot has one.
+    pub(crate) fn writer(&self, path: usize) -> Option<&UdpIo> {
+        self.by_path.get(path).and_then(|w| w.as_deref())
+    }
+
+    /// The slot the session's path `path` leaves from.
+    pub(crate) fn slot(&self, path: usize) -> Option<usize> {
+        self.slot_of.get(path).copied()
+    }
 }
 
 impl PathSockets {
-    /// Binds every configured path for `peers` and checks its link. Path 0 is the first
-    /// that binds and works (else the first that binds), so one missing interface does
-    /// not stop the forward; the others are retried by the monitor. Returns the sockets
-    /// and path 0's socket.
+    /// Binds every configured path for `peers` and checks its link. A path that does not
+    /// bind is retried by the monitor, so one missing interface does not stop the
+    /// forward. Path 0 leaves from the first slot that binds and works (else the first
+    /// that binds).
     ///
     /// # Errors
     /// The first path's error, when no path binds at all.
     pub(crate) fn bind_all(
         binds: &[PathBind],
         peers: &[SocketAddr],
-    ) -> Result<(PathSockets, std::net::UdpSocket), (usize, io::Error)> {
+    ) -> Result<PathSockets, (usize, io::Error)> {
         let peer = peers.first().copied();
         let mut slots = Vec::with_capacity(binds.len());
         let mut first_error = None;
@@ -173,6 +248,7 @@ impl PathSockets {
             slots.push(Slot {
                 bind: b.clone(),
                 writer: None,
+                ifindex: socket.as_ref().and_then(|_| device_index(b)),
                 pending: socket,
                 reader: None,
                 up,
@@ -186,33 +262,97 @@ impl PathSockets {
             return Err(first_error
                 .unwrap_or_else(|| (0, io::Error::new(io::ErrorKind::InvalidInput, "no path"))));
         };
-        let mut first = slots.remove(lead);
-        let socket = first
-            .pending
-            .take()
-            .ok_or_else(|| (lead, io::Error::other("path 0 lost its socket")))?;
-        slots.insert(0, first);
-        Ok((
-            PathSockets {
-                slots,
-                peers: peers.to_vec(),
-            },
-            socket,
-        ))
+        let mut sockets = PathSockets {
+            order: Vec::new(),
+            slots,
+            peers: peers.to_vec(),
+            generation: Arc::new(AtomicU64::new(1)),
+        };
+        sockets.order = sockets.order_from(lead);
+        Ok(sockets)
     }
 
-    /// The socket path `k` (> 0) writes to, if it has one.
+    /// Slot `lead` first, then every other slot in configuration order.
+    fn order_from(&self, lead: usize) -> Vec<usize> {
+        std::iter::once(lead)
+            .chain((0..self.slots.len()).filter(|&k| k != lead))
+            .collect()
+    }
+
+    /// Maps the session about to start: its path 0 (the handshake) leaves from the first
+    /// slot that is up (the current lead if none is), the others in configuration order.
+    /// Returns the slot path 0 leaves from if that changed.
+    pub(crate) fn map_new_session(&mut self) -> Option<usize> {
+        let lead = self
+            .slots
+            .iter()
+            .position(|s| s.up)
+            .unwrap_or_else(|| self.order.first().copied().unwrap_or(0));
+        let order = self.order_from(lead);
+        if order == self.order {
+            return None;
+        }
+        self.order = order;
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Some(lead)
+    }
+
+    /// The generation counter [`Writers::refresh`] watches.
+    pub(crate) fn generation(&self) -> Arc<AtomicU64> {
+        self.generation.clone()
+    }
+
+    /// The session's path id that leaves from slot `k`.
+    pub(crate) fn path_of(&self, k: usize) -> Option<u8> {
+        self.order
+            .iter()
+            .position(|&s| s == k)
+            .and_then(|i| u8::try_from(i).ok())
+    }
+
+    /// Whether the slot the session's path `path` leaves from is up.
+    pub(crate) fn path_is_up(&self, path: usize) -> bool {
+        self.order
+            .get(path)
+            .and_then(|&k| self.slots.get(k))
+            .is_some_and(|s| s.up)
+    }
+
+    /// What each of the session's paths binds to, by path id.
+    pub(crate) fn links(&self) -> Vec<String> {
+        self.order
+            .iter()
+            .filter_map(|&k| self.slots.get(k).map(|s| s.bind.to_string()))
+            .collect()
+    }
+
+    /// How many paths a session has (one per slot).
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The address the lead slot's socket is bound to (before the driver takes it over).
+    ///
+    /// # Errors
+    /// The lead slot has no socket (cannot happen after [`PathSockets::bind_all`]).
+    pub(crate) fn lead_addr(&self) -> io::Result<SocketAddr> {
+        self.order
+            .first()
+            .and_then(|&k| self.slots.get(k))
+            .and_then(|s| s.pending.as_ref())
+            .map_or_else(
+                || Err(io::Error::other("the lead path has no socket")),
+                std::net::UdpSocket::local_addr,
+            )
+    }
+
+    /// The socket slot `k` writes to, if it has one.
     pub(crate) fn writer(&self, k: usize) -> Option<Arc<UdpIo>> {
         self.slots.get(k).and_then(|s| s.writer.clone())
     }
 
-    /// Whether path `k` is up.
-    pub(crate) fn is_up(&self, k: usize) -> bool {
-        self.slots.get(k).is_some_and(|s| s.up)
-    }
-
-    /// Takes over path `k`'s new socket (`k` > 0): a writer for the driver, and a task
-    /// reading it into `shared`'s shards; the old socket, if any, is closed.
+    /// Takes over slot `k`'s new socket: a writer for the driver, and a task reading it
+    /// into `shared`'s shards; the old socket, if any, is closed.
     ///
     /// # Errors
     /// The socket cannot be set up for asynchronous I/O.
@@ -231,56 +371,56 @@ impl PathSockets {
             old.abort();
         }
         slot.writer = Some(writer);
+        slot.ifindex = device_index(&slot.bind);
         slot.reader =
             Some(tokio::spawn(crate::driver::read_path(shared.clone(), reader)).abort_handle());
+        self.generation.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
 
-    /// The sockets bound at start-up beyond path 0, by path, for [`PathSockets::install`].
+    /// The sockets bound at start-up, by slot, for [`PathSockets::install`].
     pub(crate) fn take_pending(&mut self) -> Vec<(usize, std::net::UdpSocket)> {
         self.slots
             .iter_mut()
             .enumerate()
-            .skip(1)
             .filter_map(|(k, s)| s.pending.take().map(|p| (k, p)))
             .collect()
     }
 }
 
-/// Takes path `k` down in the driver and in every session on shard 0 (a forward's
-/// multipath sessions live there), once: logged at info with `why`.
-pub(crate) fn set_down(shared: &Shared, k: usize, why: &io::Error) {
+/// Takes slot `k` down in the driver and its path down in every session on shard 0 (a
+/// forward's multipath sessions live there), once: logged at info with `why`.
+pub(crate) fn set_down(shared: &Shared, k: usize, why: &dyn std::fmt::Display) {
     let Some(sockets) = shared.path_sockets.as_ref() else {
         return;
     };
-    {
+    let path = {
         let mut s = lock(sockets);
+        let path = s.path_of(k);
         let Some(slot) = s.slots.get_mut(k).filter(|s| s.up) else {
             return;
         };
         slot.up = false;
         tracing::info!(path = k, bind = %slot.bind, error = %why, "path down: its flight goes over the other paths");
+        path
+    };
+    if let Some(id) = path {
+        for_sessions(shared, |c, now| {
+            c.set_path_down(now, id);
+        });
     }
-    for_sessions(shared, |c, now| {
-        c.set_path_down(now, path_id(k));
-    });
-}
-
-/// Path index `k` as a wire path id (paths are at most `MAX_PATHS`, far below 256).
-fn path_id(k: usize) -> u8 {
-    u8::try_from(k).unwrap_or(u8::MAX)
 }
 
 /// Locks the path sockets (a panic while holding the lock is a bug elsewhere; the
 /// state stays usable).
-pub(crate) fn lock(m: &std::sync::Mutex<PathSockets>) -> std::sync::MutexGuard<'_, PathSockets> {
+pub(crate) fn lock(m: &Mutex<PathSockets>) -> std::sync::MutexGuard<'_, PathSockets> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The monitor: every [`CHECK_EVERY`] checks each path ([`check`]) toward the session's
-/// peer; a path that fails goes down, one that works again gets a fresh socket (path 0
-/// keeps the shard's, bound to the same interface or address) and is brought up in
-/// every session, which validates it again. Ends when the driver stops.
+/// peer; a path that fails goes down, one that works again (or whose interface was
+/// re-created) is brought up in every session, which validates it again ([`bring_up`]).
+/// Ends when the driver stops.
 pub(crate) async fn monitor(shared: Arc<Shared>) {
     let Some(sockets) = shared.path_sockets.as_ref() else {
         return;
@@ -310,44 +450,67 @@ pub(crate) async fn monitor(shared: Arc<Shared>) {
         let Some(peer) = peer else { continue };
         let n = lock(sockets).slots.len();
         for k in 0..n {
-            let (bind, up) = {
+            let (bind, up, ifindex) = {
                 let s = lock(sockets);
-                (s.slots[k].bind.clone(), s.slots[k].up)
+                (s.slots[k].bind.clone(), s.slots[k].up, s.slots[k].ifindex)
             };
             match (up, check(&bind, peer)) {
                 (true, Err(e)) => set_down(&shared, k, &e),
                 (false, Ok(())) => bring_up(&shared, sockets, k, &bind, peer),
-                (true, Ok(())) => for_sessions(&shared, |c, now| {
-                    c.set_path_up(now, path_id(k));
-                }),
+                (true, Ok(())) if ifindex != device_index(&bind) => {
+                    // Deleted and created again between two checks: the socket still
+                    // names the old device.
+                    set_down(&shared, k, &"interface re-created");
+                    bring_up(&shared, sockets, k, &bind, peer);
+                }
+                (true, Ok(())) => {
+                    if let Some(id) = lock(sockets).path_of(k) {
+                        for_sessions(&shared, |c, now| {
+                            c.set_path_up(now, id);
+                        });
+                    }
+                }
                 (false, Err(_)) => {}
             }
         }
     }
 }
 
-/// Path `k` works again: a fresh socket (beyond path 0), then up in every session.
+/// Slot `k` works again: a fresh socket unless its own still works, then its path up in
+/// every session.
 fn bring_up(
     shared: &Arc<Shared>,
-    sockets: &std::sync::Mutex<PathSockets>,
+    sockets: &Mutex<PathSockets>,
     k: usize,
     bind_to: &PathBind,
     peer: SocketAddr,
 ) {
-    if k > 0 {
-        let fresh = bind(bind_to, &[peer]).and_then(|s| lock(sockets).install(shared, k, s));
-        if let Err(e) = fresh {
-            tracing::debug!(path = k, bind = %bind_to, error = %e, "path works but its socket does not bind yet");
-            return;
+    let keep = lock(sockets)
+        .slots
+        .get(k)
+        .is_some_and(Slot::socket_still_works);
+    let fresh = if keep {
+        Ok(())
+    } else {
+        bind(bind_to, &[peer]).and_then(|s| lock(sockets).install(shared, k, s))
+    };
+    if let Err(e) = fresh {
+        tracing::debug!(path = k, bind = %bind_to, error = %e, "path works but its socket does not bind yet");
+        return;
+    }
+    let path = {
+        let mut s = lock(sockets);
+        if let Some(slot) = s.slots.get_mut(k) {
+            slot.up = true;
         }
-    }
-    if let Some(slot) = lock(sockets).slots.get_mut(k) {
-        slot.up = true;
-    }
+        s.path_of(k)
+    };
     tracing::info!(path = k, bind = %bind_to, "path up: validating it again");
-    for_sessions(shared, |c, now| {
-        c.set_path_up(now, path_id(k));
-    });
+    if let Some(id) = path {
+        for_sessions(shared, |c, now| {
+            c.set_path_up(now, id);
+        });
+    }
 }
 
 /// Runs `f` on every session of shard 0 (where a forward's sessions live), then wakes it.
@@ -398,16 +561,55 @@ mod tests {
             PathBind::Device("ctcp-no-such0".into()),
             PathBind::Address("127.0.0.1".parse().unwrap()),
         ];
-        let (s, first) = PathSockets::bind_all(&binds, &peers).unwrap();
-        assert_eq!(first.local_addr().unwrap().ip().to_string(), "127.0.0.1");
-        assert_eq!(s.slots[0].bind, binds[1], "the working path leads");
-        assert!(s.slots[0].up && !s.slots[1].up);
+        let s = PathSockets::bind_all(&binds, &peers).unwrap();
+        assert_eq!(s.lead_addr().unwrap().ip().to_string(), "127.0.0.1");
+        assert_eq!(s.order, [1, 0], "the working path leads");
+        assert_eq!(s.links(), ["127.0.0.1", "ctcp-no-such0"]);
+        assert_eq!(s.path_of(1), Some(0));
+        assert!(!s.slots[0].up && s.slots[1].up);
         assert!(
-            s.slots[1].pending.is_none(),
+            s.slots[0].pending.is_none(),
             "nothing bound for the missing one"
         );
         let none = PathSockets::bind_all(&binds[..1], &peers).unwrap_err();
         assert_eq!(none.0, 0);
+    }
+
+    #[test]
+    fn a_new_session_starts_on_the_first_slot_that_is_up() {
+        let peers = ["127.0.0.1:7000".parse().unwrap()];
+        let a = PathBind::Address("127.0.0.1".parse().unwrap());
+        let mut s = PathSockets::bind_all(&[a.clone(), a.clone(), a], &peers).unwrap();
+        assert_eq!(s.order, [0, 1, 2]);
+        let g = s.generation.load(Ordering::Acquire);
+        assert_eq!(s.map_new_session(), None);
+        assert_eq!(s.generation.load(Ordering::Acquire), g, "nothing moved");
+        s.slots[0].up = false;
+        assert_eq!(s.map_new_session(), Some(1));
+        assert_eq!(
+            s.order,
+            [1, 0, 2],
+            "the others follow in configuration order"
+        );
+        assert!(
+            s.generation.load(Ordering::Acquire) > g,
+            "the driver re-reads"
+        );
+        assert_eq!(
+            (s.path_of(1), s.path_of(0), s.path_of(2)),
+            (Some(0), Some(1), Some(2))
+        );
+        assert!(s.path_is_up(0) && !s.path_is_up(1) && s.path_is_up(2));
+        s.slots[1].up = false;
+        assert_eq!(s.map_new_session(), Some(2));
+        assert_eq!(s.order, [2, 0, 1]);
+        // Nothing up: the last lead stays (its handshake fails and the session is retried).
+        s.slots[2].up = false;
+        assert_eq!(s.map_new_session(), None);
+        assert_eq!(s.order, [2, 0, 1]);
+        s.slots[0].up = true;
+        assert_eq!(s.map_new_session(), Some(0));
+        assert_eq!(s.order, [0, 1, 2]);
     }
 
     /// Open descriptors of this process.
@@ -422,7 +624,7 @@ mod tests {
             PathBind::Address("127.0.0.1".parse().unwrap()),
             PathBind::Address("127.0.0.1".parse().unwrap()),
         ];
-        let (sockets, first) = PathSockets::bind_all(&binds, &peers).unwrap();
+        let sockets = PathSockets::bind_all(&binds, &peers).unwrap();
         let endpoint = ctcp_proto::Endpoint::new(
             ctcp_proto::EndpointConfig::new(
                 ctcp_proto::Psk::new(&[3; 32]).unwrap(),
@@ -432,16 +634,16 @@ mod tests {
             [4; 32],
         );
         let (_stop, rx) = tokio::sync::watch::channel(false);
-        let (driver, _channels) =
-            crate::Driver::spawn_multipath(endpoint, first, sockets, rx).unwrap();
+        let (driver, _channels) = crate::Driver::spawn_multipath(endpoint, sockets, rx).unwrap();
         let shared = driver.shared.clone();
         let m = shared.path_sockets.clone().unwrap();
         let before = open_fds();
         // Each re-bind opens a socket (two descriptors) and must close the one it replaces:
-        // a leak would add 1,000 descriptors over these 500 flaps.
-        for _ in 0..500 {
-            let socket = bind(&binds[1], &peers).unwrap();
-            lock(&m).install(&shared, 1, socket).unwrap();
+        // a leak would add 1,000 descriptors over these 500 flaps. Path 0's slot re-binds
+        // like the others.
+        for i in 0..500 {
+            let socket = bind(&binds[i % 2], &peers).unwrap();
+            lock(&m).install(&shared, i % 2, socket).unwrap();
             tokio::task::yield_now().await;
         }
         // Aborted readers drop their socket when the runtime next polls them.
@@ -451,6 +653,26 @@ mod tests {
             after < before + 100,
             "descriptors grew from {before} to {after} over 500 re-binds"
         );
-        assert!(lock(&m).writer(1).is_some());
+        assert!(lock(&m).writer(0).is_some() && lock(&m).writer(1).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_slot_keeps_its_socket_unless_its_interface_was_re_created() {
+        let peers = ["127.0.0.1:7000".parse().unwrap()];
+        let binds = [
+            PathBind::Device("lo".into()),
+            PathBind::Address("127.0.0.1".parse().unwrap()),
+        ];
+        let mut s = PathSockets::bind_all(&binds, &peers).unwrap();
+        for slot in &mut s.slots {
+            assert!(!slot.socket_still_works(), "nothing installed yet");
+            let socket = slot.pending.take().unwrap();
+            slot.writer = Some(Arc::new(UdpIo::new(socket).unwrap()));
+        }
+        assert!(s.slots[0].ifindex.is_some());
+        assert!(s.slots.iter().all(Slot::socket_still_works));
+        // The same name with another index: a device deleted and created again.
+        s.slots[0].ifindex = s.slots[0].ifindex.map(|i| i + 1000);
+        assert!(!s.slots[0].socket_still_works());
     }
 }
