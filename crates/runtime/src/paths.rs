@@ -639,9 +639,9 @@ mod tests {
         let m = shared.path_sockets.clone().unwrap();
         let before = open_fds();
         // Each re-bind opens a socket (two descriptors) and must close the one it replaces:
-        // a leak would add 1,000 descriptors over these 500 flaps. Path 0's slot re-binds
-        // like the others.
-        for i in 0..500 {
+        // a leak would add 2,000 descriptors over these 1,000 flaps (the count of
+        // path-change events). Path 0's slot re-binds like the others.
+        for i in 0..1000 {
             let socket = bind(&binds[i % 2], &peers).unwrap();
             lock(&m).install(&shared, i % 2, socket).unwrap();
             tokio::task::yield_now().await;
@@ -651,7 +651,7 @@ mod tests {
         let after = open_fds();
         assert!(
             after < before + 100,
-            "descriptors grew from {before} to {after} over 500 re-binds"
+            "descriptors grew from {before} to {after} over 1,000 re-binds"
         );
         assert!(lock(&m).writer(0).is_some() && lock(&m).writer(1).is_some());
     }
