@@ -44,7 +44,8 @@
 //! one-BDP queue, RTT 100 ms and Bernoulli loss 0, 10 and 20 % both ways (`--rtt`, `--loss`
 //! pick others), a seeded generator in A sends 2 Mbit/s of 1,200-byte datagrams
 //! (`--udp-traffic voip`: 160 bytes, 50/s; `stream,voip` both) for `--udp-secs` (default
-//! 20) to a sink in B, first raw across the link, then through SOCKS UDP ASSOCIATE into a
+//! 20) to a sink in B (`--udp-gilbert 0.05:4` adds a Gilbert-Elliott cell, mean loss
+//! 5 % in bursts of 4 packets on average, at each RTT; several comma-separated), first raw across the link, then through SOCKS UDP ASSOCIATE into a
 //! fresh ctcp pair. Rows report the residual loss, the IP bytes into the link per
 //! datagram against the raw run's (`wire_vs_raw`; `wire_vs_raw_both` adds the return
 //! direction) and the extra delay (arrival − send − one-way delay) at p50/p99; they go
@@ -184,6 +185,7 @@ struct Args {
     ctcp_multipath: bool,
     udp_secs: u64,
     udp_traffic: Vec<String>,
+    udp_gilbert: Vec<(f64, f64)>,
 }
 
 fn parse_args() -> Result<Args> {
@@ -212,6 +214,7 @@ fn parse_args() -> Result<Args> {
         ctcp_multipath: false,
         udp_secs: 20,
         udp_traffic: vec!["stream".into()],
+        udp_gilbert: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -277,6 +280,25 @@ fn parse_args() -> Result<Args> {
                     .next()
                     .context("--udp-traffic needs stream, voip or both")?;
                 a.udp_traffic = v.split(',').map(String::from).collect();
+            }
+            "--udp-gilbert" => {
+                let v = it.next().context("--udp-gilbert needs MEAN:BURST,..")?;
+                a.udp_gilbert = v
+                    .split(',')
+                    .map(|c| {
+                        let (m, b) = c
+                            .split_once(':')
+                            .with_context(|| format!("--udp-gilbert {c}: MEAN:BURST"))?;
+                        let (m, b): (f64, f64) = (
+                            m.parse().context("--udp-gilbert MEAN")?,
+                            b.parse().context("--udp-gilbert BURST")?,
+                        );
+                        if !(m > 0.0 && m < 1.0 && b >= 1.0) {
+                            bail!("--udp-gilbert {c}: mean in (0, 1), burst ≥ 1");
+                        }
+                        Ok((m, b))
+                    })
+                    .collect::<Result<_>>()?;
             }
             "--delay-rate-mbit" => {
                 let v = it.next().context("--delay-rate-mbit needs Mbit/s")?;
@@ -380,7 +402,7 @@ fn parse_args() -> Result<Args> {
             }
             "-h" | "--help" => {
                 println!(
-                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--chain|--chain-delay|--tandem|--multipath|--udp|--validate|--plots-only [--out FILE] [--mp-cells aggregate,failover,flap,lossy,redundant] [--mp-systems ctcp-mp,ctcp-p0,...] [--failover-path 0|1] [--mp-config FILE] [--ctcp-multipath] [--repeats N] [--chain-systems ctcp-e2e,ctcp-relay,bbr,cubic] [--tandem-flows 1,2,3,4] [--tandem-systems tcp-cubic,tcp-reno,ctcp-single,ctcp-cascade] [--tandem-secs S] [--delay-rate-mbit M] [--delay-secs S] [--udp-secs S] [--udp-traffic stream,voip] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--steady-from S] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic] [--fairness-reference cubic|reno|bbr]"
+                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--chain|--chain-delay|--tandem|--multipath|--udp|--validate|--plots-only [--out FILE] [--mp-cells aggregate,failover,flap,lossy,redundant] [--mp-systems ctcp-mp,ctcp-p0,...] [--failover-path 0|1] [--mp-config FILE] [--ctcp-multipath] [--repeats N] [--chain-systems ctcp-e2e,ctcp-relay,bbr,cubic] [--tandem-flows 1,2,3,4] [--tandem-systems tcp-cubic,tcp-reno,ctcp-single,ctcp-cascade] [--tandem-secs S] [--delay-rate-mbit M] [--delay-secs S] [--udp-secs S] [--udp-traffic stream,voip] [--udp-gilbert MEAN:BURST,..] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--steady-from S] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic] [--fairness-reference cubic|reno|bbr]"
                 );
                 std::process::exit(0);
             }
@@ -633,7 +655,7 @@ fn udp_mode(args: &Args) -> Result<()> {
             other => bail!("unknown --udp-traffic {other} (stream, voip)"),
         })
         .collect::<Result<Vec<_>>>()?;
-    let cells = udp::cells(&args.filter.rtts, &args.filter.losses);
+    let cells = udp::cells(&args.filter.rtts, &args.filter.losses, &args.udp_gilbert);
     let repeats = if args.repeats_given { args.repeats } else { 1 };
     let rows = udp::run(
         &bins,

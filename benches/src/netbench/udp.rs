@@ -58,8 +58,9 @@ pub struct Cell {
 }
 
 /// The cells `--udp` runs: RTT 100 ms at 0, 10 and 20 % Bernoulli loss unless filtered
-/// by `rtts` / `losses`.
-pub fn cells(rtts: &[u64], losses: &[f64]) -> Vec<Cell> {
+/// by `rtts` / `losses`, then at each RTT a Gilbert-Elliott cell per `(mean, burst)` of
+/// `gilbert` (`--udp-gilbert`).
+pub fn cells(rtts: &[u64], losses: &[f64], gilbert: &[(f64, f64)]) -> Vec<Cell> {
     let rtts = if rtts.is_empty() { &[100][..] } else { rtts };
     let losses = if losses.is_empty() {
         &[0.0, 0.1, 0.2][..]
@@ -76,8 +77,24 @@ pub fn cells(rtts: &[u64], losses: &[f64]) -> Vec<Cell> {
             };
             v.push(Cell { rtt_ms, loss });
         }
+        for &(mean, burst) in gilbert {
+            v.push(Cell {
+                rtt_ms,
+                loss: LossModel::Gilbert { mean, burst },
+            });
+        }
     }
     v
+}
+
+/// A cell's loss as the rows print it: `10 %`, or `5 % Gilbert (bursts 4)`.
+fn loss_label(loss: LossModel) -> String {
+    match loss {
+        LossModel::Gilbert { mean, burst } => {
+            format!("{:.0} % Gilbert (bursts {burst})", mean * 100.0)
+        }
+        _ => format!("{:.0} %", loss.mean() * 100.0),
+    }
 }
 
 /// The generator: `mode` (raw | socks), destination, SOCKS address, size, pps, seconds,
@@ -156,6 +173,9 @@ struct RunResult {
     /// IP bytes and packets into the link A→B and B→A during the run.
     a_to_b: (u64, u64),
     b_to_a: (u64, u64),
+    /// linkem's own lateness over the run (its release timers under CPU load), worst
+    /// stats interval, ms: a run where it is late by tens of ms measures the machine.
+    late_max_ms: f64,
 }
 
 fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
@@ -199,6 +219,7 @@ fn one_run(
         bail!("the UDP sink did not start");
     }
     let before = link.settled_snapshot()?;
+    let lines_before = link.stats_lines()?.len();
     let mut gen = in_ns(link.ns_a(), "python3");
     gen.args(["-c", GENERATOR, if socks { "socks" } else { "raw" }, ADDR_B])
         .arg(SINK_PORT.to_string())
@@ -215,6 +236,13 @@ fn one_run(
         .with_context(|| format!("the UDP generator printed {text:?} ({status:?})"))?;
     let (status, _) = sink.finish(Duration::from_secs(30))?;
     let after = link.settled_snapshot()?;
+    let late_max_ms = link
+        .stats_lines()?
+        .iter()
+        .skip(lines_before)
+        .filter_map(|v| v["late_max_us"].as_f64())
+        .fold(0.0, f64::max)
+        / 1000.0;
     let text = std::fs::read_to_string(&arrivals)
         .with_context(|| format!("the UDP sink wrote no arrivals ({status:?})"))?;
     let s: Value = serde_json::from_str(&text).context("the UDP sink's arrivals")?;
@@ -243,6 +271,7 @@ fn one_run(
             diff(after.b_to_a.link.bytes_in, before.b_to_a.link.bytes_in),
             diff(after.b_to_a.link.packets_in, before.b_to_a.link.packets_in),
         ),
+        late_max_ms,
     })
 }
 
@@ -258,6 +287,10 @@ fn row(cell: Cell, traffic: Traffic, system: &str, r: &RunResult, raw: &RunResul
         "rtt_ms": cell.rtt_ms,
         "loss": cell.loss.mean(),
         "loss_model": cell.loss.name(),
+        "loss_burst": match cell.loss {
+            LossModel::Gilbert { burst, .. } => Some(burst),
+            _ => None,
+        },
         "rate_bps": RATE_BPS,
         "sent": r.sent,
         "received": r.received,
@@ -274,6 +307,7 @@ fn row(cell: Cell, traffic: Traffic, system: &str, r: &RunResult, raw: &RunResul
         "extra_p50_ms": quantile(&r.extra_ms, 0.5),
         "extra_p99_ms": quantile(&r.extra_ms, 0.99),
         "extra_max_ms": r.extra_ms.last(),
+        "linkem_late_max_ms": r.late_max_ms,
     })
 }
 
@@ -310,10 +344,10 @@ pub fn run(
                     v["repeat"] = json!(rep);
                     v["seed"] = json!(seed);
                     println!(
-                        "udp {} {} ms {:.0} % {:<4}: {}/{} received (residual {:.3} %), wire {:.3}× raw ({:.3}× both ways), extra delay p50 {:.1} p99 {:.1} ms",
+                        "udp {} {} ms {} {:<4}: {}/{} received (residual {:.3} %), wire {:.3}× raw ({:.3}× both ways), extra delay p50 {:.1} p99 {:.1} ms, linkem late ≤ {:.1} ms",
                         t.name,
                         cell.rtt_ms,
-                        cell.loss.mean() * 100.0,
+                        loss_label(cell.loss),
                         system,
                         r.received,
                         r.sent,
@@ -322,6 +356,7 @@ pub fn run(
                         v["wire_vs_raw_both"].as_f64().unwrap_or(f64::NAN),
                         v["extra_p50_ms"].as_f64().unwrap_or(f64::NAN),
                         v["extra_p99_ms"].as_f64().unwrap_or(f64::NAN),
+                        r.late_max_ms,
                     );
                     out.write(&v)?;
                     rows.push(v);
@@ -335,14 +370,19 @@ pub fn run(
 /// The rows as a markdown table.
 pub fn markdown(rows: &[Value]) -> String {
     let mut s = String::from(
-        "| traffic | RTT ms | loss | system | received / sent | residual | wire vs raw (A→B) | both ways | extra p50 ms | extra p99 ms |\n|---|---|---|---|---|---|---|---|---|---|\n",
+        "| traffic | RTT ms | loss | system | received / sent | residual | wire vs raw (A→B) | both ways | extra p50 ms | extra p99 ms | linkem late ms |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
+        let loss = r["loss"].as_f64().unwrap_or(0.0);
+        let loss = match r["loss_burst"].as_f64() {
+            Some(burst) => loss_label(LossModel::Gilbert { mean: loss, burst }),
+            None => loss_label(LossModel::Bernoulli(loss)),
+        };
         s.push_str(&format!(
-            "| {} | {} | {:.0} % | {} | {} / {} | {:.3} % | {:.3} | {:.3} | {:.1} | {:.1} |\n",
+            "| {} | {} | {} | {} | {} / {} | {:.3} % | {:.3} | {:.3} | {:.1} | {:.1} | {:.1} |\n",
             r["traffic"].as_str().unwrap_or("?"),
             r["rtt_ms"],
-            r["loss"].as_f64().unwrap_or(0.0) * 100.0,
+            loss,
             r["system"].as_str().unwrap_or("?"),
             r["received"],
             r["sent"],
@@ -351,6 +391,7 @@ pub fn markdown(rows: &[Value]) -> String {
             r["wire_vs_raw_both"].as_f64().unwrap_or(f64::NAN),
             r["extra_p50_ms"].as_f64().unwrap_or(f64::NAN),
             r["extra_p99_ms"].as_f64().unwrap_or(f64::NAN),
+            r["linkem_late_max_ms"].as_f64().unwrap_or(f64::NAN),
         ));
     }
     s

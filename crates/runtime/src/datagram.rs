@@ -177,7 +177,7 @@ pub struct UdpCounters {
     pub dropped_session: AtomicU64,
     /// Dropped: a flow could not be opened (a transparent flow's reply socket failed, or
     /// too many names were resolving for a new reverse flow, or its held datagrams were
-    /// full).
+    /// full), or a short-header datagram named a flow the reverse side does not know.
     pub dropped_no_flow: AtomicU64,
 }
 
@@ -211,13 +211,114 @@ pub(crate) fn install(driver: &Driver) -> mpsc::Receiver<(ConnectionHandle, Vec<
     rx
 }
 
-/// A flow's datagram as it rides the session: flow id (little-endian), target, payload.
+// ---------------------------------------------------------------- flow header
+
+/// Set in a forward → reverse datagram's flow id (bit 31 of the little-endian `u32`): the
+/// short header, no target after the id; the reverse side routes it by the target an
+/// earlier full-header datagram of the flow named. Flow ids themselves stay below it.
+pub(crate) const SHORT_HEADER: u32 = 1 << 31;
+/// A flow's first datagrams on a session all carry the full header, so the reverse side
+/// learns the target even if several of them are lost.
+pub(crate) const FULL_HEADERS_FIRST: u64 = 8;
+/// After those, every this many-th datagram of the flow carries the full header again:
+/// a reverse side that missed the first ones, or forgot the flow (idle timeout, eviction
+/// at the cap, restart), relearns the target within this many datagrams.
+pub(crate) const FULL_HEADER_EVERY: u64 = 64;
+
+/// A flow's datagram as it rides the session with the full header: flow id
+/// (little-endian), target, payload.
 pub(crate) fn encode_flow(id: u32, target: &TargetAddr, payload: &[u8]) -> Vec<u8> {
     let mut p = Vec::with_capacity(payload.len() + 24);
-    p.extend_from_slice(&id.to_le_bytes());
+    p.extend_from_slice(&(id & !SHORT_HEADER).to_le_bytes());
     target.encode(&mut p);
     p.extend_from_slice(payload);
     p
+}
+
+/// A flow's datagram with the short header: flow id with [`SHORT_HEADER`] set, payload.
+pub(crate) fn encode_flow_short(id: u32, payload: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(payload.len() + 4);
+    p.extend_from_slice(&(id | SHORT_HEADER).to_le_bytes());
+    p.extend_from_slice(payload);
+    p
+}
+
+/// A forward → reverse datagram's header, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FlowHeader {
+    /// The flow id and its target.
+    Full(u32, TargetAddr),
+    /// The flow id alone: the target is the one the reverse side learnt for it.
+    Short(u32),
+}
+
+impl FlowHeader {
+    /// The flow id.
+    pub(crate) fn id(&self) -> u32 {
+        match self {
+            FlowHeader::Full(id, _) | FlowHeader::Short(id) => *id,
+        }
+    }
+}
+
+/// Parses a forward → reverse datagram into its header and payload; `None` if it is too
+/// short or its target malformed (unknown address type, empty name, cut short).
+pub(crate) fn decode_flow(d: &[u8]) -> Option<(FlowHeader, &[u8])> {
+    let raw = u32::from_le_bytes(d.get(..4)?.try_into().ok()?);
+    let rest = &d[4..];
+    if raw & SHORT_HEADER != 0 {
+        return Some((FlowHeader::Short(raw & !SHORT_HEADER), rest));
+    }
+    let (target, used) = TargetAddr::decode(rest).ok()??;
+    Some((FlowHeader::Full(raw, target), rest.get(used..)?))
+}
+
+/// The sending side of one flow's header: which of its datagrams carry the target.
+/// Counted per session, so a flow moved onto a new session (the old one lost) starts
+/// again with full headers, as the new session's reverse side has never seen it.
+#[derive(Debug, Clone)]
+pub(crate) struct FlowSender {
+    id: u32,
+    session: Option<ConnectionHandle>,
+    sent: u64,
+}
+
+impl FlowSender {
+    /// A flow with id `id` that has sent nothing yet.
+    pub(crate) fn new(id: u32) -> Self {
+        FlowSender {
+            id,
+            session: None,
+            sent: 0,
+        }
+    }
+
+    /// The flow id.
+    pub(crate) fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Wraps `payload` for session `h`: the full header on the flow's first
+    /// [`FULL_HEADERS_FIRST`] datagrams on that session and on every
+    /// [`FULL_HEADER_EVERY`]-th after, the short one otherwise.
+    pub(crate) fn encode(
+        &mut self,
+        h: ConnectionHandle,
+        target: &TargetAddr,
+        payload: &[u8],
+    ) -> Vec<u8> {
+        if self.session != Some(h) {
+            self.session = Some(h);
+            self.sent = 0;
+        }
+        let n = self.sent;
+        self.sent += 1;
+        if n < FULL_HEADERS_FIRST || n.is_multiple_of(FULL_HEADER_EVERY) {
+            encode_flow(self.id, target, payload)
+        } else {
+            encode_flow_short(self.id, payload)
+        }
+    }
 }
 
 /// Hands `payload` to session `h` as a datagram (counted: relayed, or dropped by it).
@@ -255,7 +356,8 @@ impl ForwardFlows {
 
     /// Registers a flow to `target` whose replies go to `tx`; returns its id.
     pub(crate) fn open(&self, target: TargetAddr, tx: ToClient) -> u32 {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        // Ids wrap below the short-header flag (2^31 flows apart).
+        let id = self.next.fetch_add(1, Ordering::Relaxed) & !SHORT_HEADER;
         self.lock().insert(id, (target, tx));
         id
     }
@@ -332,7 +434,7 @@ pub(crate) async fn associate(
         _ => None,
     };
     let (tx, mut rx) = mpsc::channel::<(TargetAddr, Vec<u8>)>(256);
-    let mut mine: HashMap<TargetAddr, u32> = HashMap::new();
+    let mut mine: HashMap<TargetAddr, FlowSender> = HashMap::new();
     let mut buf = vec![0u8; MAX_UDP];
     let mut ctl = [0u8; 64];
     tracing::debug!(%from, %bound, "UDP association open");
@@ -364,11 +466,12 @@ pub(crate) async fn associate(
                     count(&COUNTERS.dropped_fragment);
                     continue;
                 }
-                let id = *mine.entry(h.addr.clone()).or_insert_with(|| {
+                let flow = mine.entry(h.addr.clone()).or_insert_with(|| {
                     count(&COUNTERS.flows_opened);
-                    flows.open(h.addr.clone(), tx.clone())
+                    FlowSender::new(flows.open(h.addr.clone(), tx.clone()))
                 });
-                send_into(&driver, session, &encode_flow(id, &h.addr, &buf[h.len..n]));
+                let d = flow.encode(session, &h.addr, &buf[h.len..n]);
+                send_into(&driver, session, &d);
             }
             Some((addr, data)) = rx.recv() => {
                 let Some(client) = expected else { continue };
@@ -381,8 +484,8 @@ pub(crate) async fn associate(
     };
     tracing::debug!(%from, %bound, ?result, "UDP association closed");
     let mut f = flows.lock();
-    for id in mine.values() {
-        f.remove(id);
+    for flow in mine.values() {
+        f.remove(&flow.id());
     }
     result
 }
@@ -517,26 +620,36 @@ impl ReverseFlows {
     }
 
     async fn on_datagram(&mut self, h: ConnectionHandle, d: &[u8]) {
-        let Some(id) = d
-            .get(..4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        else {
+        let Some((header, payload)) = decode_flow(d) else {
             count(&COUNTERS.dropped_bad_header);
             return;
         };
-        let Ok(Some((target, used))) = TargetAddr::decode(&d[4..]) else {
-            count(&COUNTERS.dropped_bad_header);
-            return;
-        };
-        let payload = &d[4 + used..];
-        tracing::trace!(flow = id, %target, len = payload.len(), "datagram from the tunnel");
-        let key = (h, id);
+        let key = (h, header.id());
+        tracing::trace!(
+            flow = key.1,
+            ?header,
+            len = payload.len(),
+            "datagram from the tunnel"
+        );
         if let Some(f) = self.open.get(&key) {
             touch(&f.last);
             let _ = f.socket.send(payload).await;
             count(&COUNTERS.from_tunnel);
             return;
         }
+        let target = match header {
+            FlowHeader::Full(_, target) => target,
+            FlowHeader::Short(_) => {
+                // A flow whose name is still resolving holds it like any other; a flow
+                // not known here (never learnt, idle-closed, evicted) waits for the next
+                // full header, at most FULL_HEADER_EVERY datagrams on.
+                match self.resolving.get_mut(&key) {
+                    Some(held) if held.len() < PENDING_DATAGRAMS => held.push(payload.to_vec()),
+                    _ => count(&COUNTERS.dropped_no_flow),
+                }
+                return;
+            }
+        };
         match target {
             TargetAddr::Ip(addr) => self.open_flow(key, Some(addr), &[payload]).await,
             TargetAddr::Domain(host, port) => {
@@ -646,5 +759,124 @@ impl ReverseFlows {
                 reader,
             },
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v4() -> TargetAddr {
+        TargetAddr::Ip("192.0.2.7:53".parse().expect("a literal address"))
+    }
+
+    #[test]
+    fn full_and_short_headers_round_trip() {
+        let targets = [
+            v4(),
+            TargetAddr::Ip("[2001:db8::1]:443".parse().expect("a literal address")),
+            TargetAddr::Domain("example.org".into(), 53),
+        ];
+        for t in targets {
+            let d = encode_flow(7, &t, b"payload");
+            assert_eq!(
+                decode_flow(&d),
+                Some((FlowHeader::Full(7, t), &b"payload"[..]))
+            );
+        }
+        // IPv4: 4 + 7 header bytes on the full form, 4 on the short one.
+        assert_eq!(encode_flow(7, &v4(), b"x").len(), 12);
+        let d = encode_flow_short(7, b"payload");
+        assert_eq!(d.len(), 4 + 7);
+        assert_eq!(
+            decode_flow(&d),
+            Some((FlowHeader::Short(7), &b"payload"[..]))
+        );
+        // Empty payloads are datagrams too.
+        assert_eq!(
+            decode_flow(&encode_flow_short(u32::MAX, b"")),
+            Some((FlowHeader::Short(!SHORT_HEADER), &b""[..]))
+        );
+        // A full header never sets the flag, whatever id it is given.
+        let d = encode_flow(u32::MAX, &v4(), b"");
+        assert_eq!(decode_flow(&d).map(|(h, _)| h.id()), Some(!SHORT_HEADER));
+    }
+
+    #[test]
+    fn malformed_headers_are_refused_not_misread() {
+        for bad in [
+            &[][..],
+            &[1, 0, 0][..],                   // shorter than an id
+            &[1, 0, 0, 0][..],                // full form with no target
+            &[1, 0, 0, 0, 0x02, 1][..],       // unknown address type
+            &[1, 0, 0, 0, 0x01, 1][..],       // IPv4 cut short
+            &[1, 0, 0, 0, 0x03, 0][..],       // empty name
+            &[1, 0, 0, 0, 0x03, 9, b'a'][..], // name cut short
+        ] {
+            assert_eq!(decode_flow(bad), None, "{bad:?}");
+        }
+        // Every prefix of a good datagram either parses or is refused; none panics.
+        let d = encode_flow(3, &TargetAddr::Domain("a.example".into(), 5353), b"abc");
+        for n in 0..=d.len() {
+            let _ = decode_flow(&d[..n]);
+        }
+    }
+
+    /// Which of a flow's first `n` datagrams on session `h` carry the target.
+    fn full_positions(s: &mut FlowSender, h: u32, n: u64) -> Vec<u64> {
+        (0..n)
+            .filter(|_| {
+                let d = s.encode(ConnectionHandle(h), &v4(), b"p");
+                matches!(decode_flow(&d), Some((FlowHeader::Full(..), _)))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_target_rides_the_first_datagrams_then_every_64th() {
+        let mut s = FlowSender::new(9);
+        let full = full_positions(&mut s, 1, 200);
+        assert_eq!(full, vec![0, 1, 2, 3, 4, 5, 6, 7, 64, 128, 192]);
+        // Every datagram names the flow.
+        let d = s.encode(ConnectionHandle(1), &v4(), b"p");
+        assert_eq!(decode_flow(&d).map(|(h, _)| h.id()), Some(9));
+    }
+
+    #[test]
+    fn a_new_session_relearns_the_flow_from_full_headers() {
+        let mut s = FlowSender::new(9);
+        let _ = full_positions(&mut s, 1, 100);
+        // The session was lost and the flow moved to another: its reverse side has never
+        // seen the flow, so the count starts again.
+        assert_eq!(full_positions(&mut s, 2, 10), vec![0, 1, 2, 3, 4, 5, 6, 7]);
+    }
+
+    /// A reverse side that forgot the flow (or missed all its full headers) routes it
+    /// again from the next full header: short ones in between are dropped, at most 63.
+    #[test]
+    fn a_forgetful_reverse_side_relearns_within_64_datagrams() {
+        let mut s = FlowSender::new(4);
+        let mut known: HashMap<u32, TargetAddr> = HashMap::new();
+        let (mut delivered, mut dropped) = (0u64, 0u64);
+        for i in 0..300u64 {
+            if i == 100 {
+                known.clear(); // the reverse side's flow was idle-closed or evicted
+            }
+            let d = s.encode(ConnectionHandle(1), &v4(), b"p");
+            match decode_flow(&d) {
+                Some((FlowHeader::Full(id, t), _)) => {
+                    known.insert(id, t);
+                    delivered += 1;
+                }
+                Some((FlowHeader::Short(id), _)) if known.get(&id) == Some(&v4()) => {
+                    delivered += 1;
+                }
+                Some((FlowHeader::Short(_), _)) => dropped += 1,
+                None => panic!("a sender's own datagram did not parse"),
+            }
+        }
+        // Forgotten at 100, relearnt at 128.
+        assert_eq!(dropped, 28);
+        assert_eq!(delivered, 300 - 28);
     }
 }

@@ -5,7 +5,8 @@
 //! kernel say, for each datagram, the address it was sent to (its original destination).
 //! Datagrams are grouped into flows by (client address, original destination); each flow
 //! rides the tunnel session as datagrams, in the SOCKS UDP ASSOCIATE format (flow id,
-//! target, payload), to the reverse side's per-flow socket. Replies go back to the client
+//! target on the flow's first datagrams and every 64th, payload), to the reverse side's
+//! per-flow socket. Replies go back to the client
 //! from a transparent socket bound to the original destination, so the client sees the
 //! server's address as their source. A flow idle for `udp_idle_timeout` is closed; at
 //! `udp_max_flows` the least recently active one goes.
@@ -16,7 +17,7 @@
 
 use crate::clock;
 use crate::datagram::FlowLimits;
-use crate::datagram::{self, ForwardFlows, COUNTERS};
+use crate::datagram::{self, FlowSender, ForwardFlows, COUNTERS};
 use crate::driver::Driver;
 use crate::transparent::{is_local_address, unmap, LoopGuard};
 use ctcp_proto::ConnectionHandle;
@@ -151,9 +152,10 @@ fn reply_socket(dst: SocketAddr) -> io::Result<UdpSocket> {
     UdpSocket::from_std(sock.into())
 }
 
-/// One transparent flow: its id in [`ForwardFlows`], and the task sending replies.
+/// One transparent flow: its id in [`ForwardFlows`] (with which datagrams carry the
+/// target), and the task sending replies.
 struct Flow {
-    id: u32,
+    sender: FlowSender,
     last: Arc<Mutex<Instant>>,
     replies: tokio::task::JoinHandle<()>,
 }
@@ -185,7 +187,7 @@ impl Flows {
     fn remove(&mut self, key: &(SocketAddr, SocketAddr)) {
         if let Some(f) = self.map.remove(key) {
             f.replies.abort();
-            self.shared.close(f.id);
+            self.shared.close(f.sender.id());
         }
     }
 
@@ -206,10 +208,11 @@ impl Flows {
 
     /// The flow of (client, dst), opened if new (evicting the least recently active at
     /// the cap); `None` if its reply socket cannot be made.
-    fn get_or_open(&mut self, client: SocketAddr, dst: SocketAddr) -> Option<u32> {
-        if let Some(f) = self.map.get(&(client, dst)) {
+    fn get_or_open(&mut self, client: SocketAddr, dst: SocketAddr) -> Option<&mut Flow> {
+        if self.map.contains_key(&(client, dst)) {
+            let f = self.map.get_mut(&(client, dst))?;
             touch(&f.last);
-            return Some(f.id);
+            return Some(f);
         }
         let reply = match reply_socket(dst) {
             Ok(s) => s,
@@ -243,8 +246,12 @@ impl Flows {
         };
         count(&COUNTERS.flows_opened);
         tracing::trace!(%client, %dst, flow = id, "transparent UDP flow opened");
-        self.map.insert((client, dst), Flow { id, last, replies });
-        Some(id)
+        let sender = FlowSender::new(id);
+        Some(self.map.entry((client, dst)).or_insert(Flow {
+            sender,
+            last,
+            replies,
+        }))
     }
 }
 
@@ -321,13 +328,10 @@ fn on_datagram(
         count(&COUNTERS.dropped_session);
         return;
     };
-    let Some(id) = flows.get_or_open(from, dst) else {
+    let Some(flow) = flows.get_or_open(from, dst) else {
         count(&COUNTERS.dropped_no_flow);
         return;
     };
-    datagram::send_into(
-        driver,
-        h,
-        &datagram::encode_flow(id, &TargetAddr::Ip(dst), payload),
-    );
+    let d = flow.sender.encode(h, &TargetAddr::Ip(dst), payload);
+    datagram::send_into(driver, h, &d);
 }

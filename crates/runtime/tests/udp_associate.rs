@@ -246,3 +246,66 @@ async fn udp_associate_resolves_domain_targets_off_the_flow_path() {
     }
     panic!("the unresolvable name's datagram was never counted as denied");
 }
+
+/// A flow's datagrams carry its target only on the first 8 and every 64th after: a
+/// reverse side that forgot the flow (here: closed it idle) drops the short-header ones
+/// in between (counted as `no_flow`) and routes the flow again from the 64th on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reverse_that_forgot_a_flow_relearns_it_from_the_next_full_header() {
+    let p = pair_with(
+        &[7; 32],
+        &[7; 32],
+        ctcp_runtime::Acl::allow_all(),
+        |_, r| {
+            r.udp_flows.idle_timeout = Duration::from_millis(300);
+        },
+    )
+    .await;
+    let echo = udp_echo().await;
+    let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let (_ctl, relay) = associate(p.fwd.local_addr, client.local_addr().unwrap()).await;
+    client.connect(relay).await.unwrap();
+    let mut buf = vec![0u8; 65536];
+    // Datagram i of the flow carries i in its payload; the first may race the session.
+    let mut next = 0u8;
+    let mut up = false;
+    while next < 20 && !up {
+        client.send(&socks_udp(0, echo, &[next; 32])).await.unwrap();
+        next += 1;
+        up = recv_timeout(&client, &mut buf, Duration::from_millis(500))
+            .await
+            .is_some();
+    }
+    assert!(up, "an echo through the tunnel");
+    // Past the first 8 (full headers), the flow's datagrams carry only its id.
+    while next < 12 {
+        client.send(&socks_udp(0, echo, &[next; 32])).await.unwrap();
+        next += 1;
+        assert!(recv_timeout(&client, &mut buf, Duration::from_secs(2))
+            .await
+            .is_some());
+    }
+    // The reverse side closes the idle flow; the forward keeps it.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let no_flow = COUNTERS.dropped_no_flow.load(Ordering::Relaxed);
+    for i in next..=70 {
+        client.send(&socks_udp(0, echo, &[i; 32])).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let head = socks_udp(0, echo, &[]).len();
+    let mut echoed = Vec::new();
+    while let Some(n) = recv_timeout(&client, &mut buf, Duration::from_millis(700)).await {
+        assert_eq!(n, head + 32);
+        echoed.push(buf[head]);
+    }
+    echoed.sort_unstable();
+    assert_eq!(
+        echoed,
+        (64..=70).collect::<Vec<u8>>(),
+        "relearnt at the 64th"
+    );
+    assert!(
+        COUNTERS.dropped_no_flow.load(Ordering::Relaxed) >= no_flow + u64::from(64 - next),
+        "the short-header datagrams of the forgotten flow are counted"
+    );
+}

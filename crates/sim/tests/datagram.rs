@@ -109,3 +109,12 @@ fn sparse_datagrams_are_repaired_at_once() {
         r.extra_delay_quantile(0.99)
     );
 }
+
+/// At low loss every loss still sees a repair before it leaves the window: the block
+/// rule alone would send about one repair per 41 datagrams, fewer than one per window.
+#[test]
+fn one_percent_loss() {
+    let r = run(LossModel::Bernoulli(0.01), 5);
+    assert!(r.residual_loss <= 0.001, "{}", r.residual_loss);
+    assert!(r.wire_ratio <= 1.15, "{}", r.wire_ratio);
+}
