@@ -314,7 +314,9 @@ fn paths_of(driver: &Driver) -> Vec<PathInfo> {
         .unwrap_or_default()
 }
 
-async fn run_forward(net: &Net, o: Outage, rev_port: u16, echo: SocketAddr) -> Outcome {
+/// The forward of these tests: one path per device of `net` (policy `redundant`), to
+/// the reverse on `rev_port`.
+fn forward_settings(net: &Net, rev_port: u16) -> ForwardSettings {
     let mut fs = ForwardSettings::new(format!("{PEER}:{rev_port}"), Psk::new(&[7; 32]).unwrap());
     fs.listen = "127.0.0.1:0".parse().unwrap();
     fs.paths = net
@@ -323,7 +325,13 @@ async fn run_forward(net: &Net, o: Outage, rev_port: u16, echo: SocketAddr) -> O
         .map(|d| PathBind::Device(d.clone()))
         .collect();
     fs.transport.path_policy = PathPolicy::Redundant;
-    let fwd = start_forward(fs).await.unwrap();
+    fs
+}
+
+async fn run_forward(net: &Net, o: Outage, rev_port: u16, echo: SocketAddr) -> Outcome {
+    let fwd = start_forward(forward_settings(net, rev_port))
+        .await
+        .unwrap();
     let s = socks(fwd.local_addr, &v4(echo), echo.port(), 1)
         .await
         .expect("connect ok");
@@ -440,16 +448,7 @@ fn a_session_lost_while_path_0_is_down_reconnects_over_path_1() {
     let forward = std::thread::spawn(move || {
         enter(&net.f);
         runtime().block_on(async move {
-            let mut fs =
-                ForwardSettings::new(format!("{PEER}:{rev_port}"), Psk::new(&[7; 32]).unwrap());
-            fs.listen = "127.0.0.1:0".parse().unwrap();
-            fs.paths = net
-                .dev
-                .iter()
-                .map(|d| PathBind::Device(d.clone()))
-                .collect();
-            fs.transport.path_policy = PathPolicy::Redundant;
-            let fwd = start_forward(fs).await.unwrap();
+            let fwd = start_forward(forward_settings(&net, rev_port)).await.unwrap();
             let d = fwd.driver.clone();
             let first = pattern(31, 256 << 10);
             assert!(round_trip(fwd.local_addr, echo, &first).await == first);
