@@ -143,7 +143,7 @@ impl Connection {
     /// repair, a PING or a due ACK, in that order. Only the path where a packet arrives
     /// soonest (`soonest`, even while its window holds it back) takes an owed repair:
     /// on another it arrives later than it would after that wait, and a hole's repair
-    /// sent over a 600 ms path held in-order delivery for its whole one-way delay.
+    /// sent over a long path holds in-order delivery for that path's one-way delay.
     fn poll_path_data(
         &mut self,
         now: Instant,

@@ -57,8 +57,9 @@ const STALL_FLOOR: Duration = Duration::from_millis(250);
 const LOST_ONCE_KEPT: usize = 64;
 
 /// Loss rate below which a multipath session's second lost repair for one hole owes a
-/// margin copy: the copies cost about p² per hole, nothing at 5 %, but at 20–30 % they
-/// cost a single-path sweep up to 0.019 of efficiency; a single path keeps its wire.
+/// margin copy: the copies cost about p² per hole, negligible at low loss and a visible
+/// share of the wire at 20–30 %; a single path keeps its wire (evidence:
+/// docs/experiments/multipath.md, "Stalls of the whole transfer").
 const SECOND_LOSS_MARGIN_BELOW: f64 = 0.1;
 
 /// The proactive credit banked at most, so a long idle period does not bank a burst of
@@ -370,9 +371,9 @@ impl RepairScheduler {
 
     /// A reactive repair for `end` was lost: the second such loss for one end owes a
     /// margin copy beside the next replacement. Why: each lost replacement costs the hole
-    /// another loss-detection round trip, and on a 5 % path chains of three held a
-    /// multipath transfer's delivery for a quarter of a second (docs/experiments/multipath.md,
-    /// "Stalls of the whole transfer").
+    /// another loss-detection round trip while in-order delivery waits, so a third round
+    /// needs both of its repairs lost (evidence: docs/experiments/multipath.md, "Stalls of
+    /// the whole transfer").
     fn on_replacement_lost(&mut self, end: SymbolId) {
         let covered = self.peer_next_in_order;
         self.lost_once.retain(|&e| e > covered);
