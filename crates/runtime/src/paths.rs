@@ -464,7 +464,10 @@ pub(crate) async fn monitor(shared: Arc<Shared>) {
                     bring_up(&shared, sockets, k, &bind, peer);
                 }
                 (true, Ok(())) => {
-                    if let Some(id) = lock(sockets).path_of(k) {
+                    // The sockets' lock is released before a shard's is taken (the
+                    // driver takes them the other way round, in `open_paths`).
+                    let id = lock(sockets).path_of(k);
+                    if let Some(id) = id {
                         for_sessions(&shared, |c, now| {
                             c.set_path_up(now, id);
                         });
