@@ -366,10 +366,19 @@ fn tproxy_mode_carries_curl_and_rsync_over_ipv4_and_ipv6() {
 
 /// `dig` in C asking `server` for `name`/`kind` straight (no proxy settings): the answer
 /// section's values, or dig's complaint. dig takes an answer only from the address it
-/// asked, so an answer also shows the reply came back from the server's address.
-fn dig(lab: &Lab, server: &str, name: &str, kind: &str) -> Result<Vec<String>, String> {
+/// asked, so an answer also shows the reply came back from the server's address. It asks
+/// from source port `port`: a port of its own per query makes each query a flow of its
+/// own (dig's random ports can repeat within the idle timeout).
+fn dig(lab: &Lab, server: &str, port: u16, name: &str, kind: &str) -> Result<Vec<String>, String> {
+    let any = if server.contains(':') {
+        "::"
+    } else {
+        "0.0.0.0"
+    };
     let out = run(in_ns(&lab.ns("c"), "dig").args([
         &format!("@{server}"),
+        "-b",
+        &format!("{any}#{port}"),
         "-p",
         "53",
         "+short",
@@ -441,6 +450,11 @@ fn tproxy_mode_carries_dns_over_udp_for_ipv4_and_ipv6() {
     wait_for_log(&fwd_log, "transparent UDP gateway listener started");
     wait_for_log(&fwd_log, "tunnel session established");
 
+    let mut port = 40_000u16;
+    let mut next_port = || {
+        port += 1;
+        port
+    };
     for (family, server) in [("IPv4", SERVER_V4), ("IPv6", SERVER_V6)] {
         let t = ctcp_runtime::clock::now();
         for (name, kind, want) in [
@@ -448,13 +462,13 @@ fn tproxy_mode_carries_dns_over_udp_for_ipv4_and_ipv6() {
             ("www.ctcp.test", "AAAA", DNS_AAAA.to_owned()),
             ("txt.ctcp.test", "TXT", format!("\"{DNS_TXT}\"")),
         ] {
-            let got = dig(&lab, server, name, kind)
+            let got = dig(&lab, server, next_port(), name, kind)
                 .unwrap_or_else(|e| panic!("{family}: dig {name} {kind} @{server}: {e}"));
             assert_eq!(got, [want], "{family}: dig {name} {kind} @{server}");
         }
-        // Many queries, each a flow of its own (dig picks a fresh source port): all answered.
+        // Many queries, each a flow of its own (a source port of its own): all answered.
         for i in 0..20 {
-            let got = dig(&lab, server, "www.ctcp.test", "A")
+            let got = dig(&lab, server, next_port(), "www.ctcp.test", "A")
                 .unwrap_or_else(|e| panic!("{family}: query {i}: {e}"));
             assert_eq!(got, [DNS_A], "{family}: query {i}");
         }
