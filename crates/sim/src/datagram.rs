@@ -14,7 +14,8 @@ use crate::link::LinkSpec;
 use crate::seed::Seed;
 use crate::sim::{Endpoint, Sim, SimError};
 
-/// The datagram traffic: `count` datagrams of `size` bytes, one every `interval`.
+/// The datagram traffic: `count` datagrams of `size` bytes, `burst` every `interval`,
+/// each burst moved later by up to `spread` (seeded, uniform).
 #[derive(Debug, Clone, Copy)]
 pub struct DatagramSpec {
     /// Payload bytes per datagram (at least 4: the first 4 carry its number).
@@ -23,6 +24,13 @@ pub struct DatagramSpec {
     pub interval: Duration,
     /// Datagrams sent.
     pub count: u32,
+    /// Most a datagram is sent after its slot (at most `interval`, so the order holds):
+    /// independent requests such as DNS queries come at irregular gaps, some close
+    /// together, rather than on a clock.
+    pub spread: Duration,
+    /// Datagrams sent at once in each slot (at least 1): requests from clients started
+    /// together.
+    pub burst: u32,
 }
 
 /// What a datagram run measured.
@@ -70,13 +78,26 @@ pub struct DatagramPeer {
     peer: SocketAddr,
     conn: Option<ConnectionHandle>,
     spec: Option<DatagramSpec>,
+    /// The next datagram's slot (before its spread).
+    next_slot: Option<Instant>,
     next_send: Option<Instant>,
+    seed: u64,
     /// Send time of each datagram, by number.
     sent_at: Vec<Instant>,
     /// Arrival time of each datagram, by number (receiver).
     arrived: Vec<Option<Instant>>,
     bad: u32,
     buf: Vec<u8>,
+}
+
+/// Datagram `n`'s delay after its slot: uniform in `[0, max)`, from a hash of the seed.
+fn spread(seed: u64, n: u32, max: Duration) -> Duration {
+    // splitmix64: a well-mixed 64-bit value per (seed, n).
+    let mut z = seed ^ u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    max.mul_f64((z >> 11) as f64 / (1u64 << 53) as f64)
 }
 
 fn payload(n: u32, size: usize) -> Vec<u8> {
@@ -97,7 +118,9 @@ impl DatagramPeer {
             peer,
             conn: None,
             spec: None,
+            next_slot: None,
             next_send: None,
+            seed,
             sent_at: Vec::new(),
             arrived: Vec::new(),
             bad: 0,
@@ -111,6 +134,7 @@ impl DatagramPeer {
                 self.conn = Some(h);
             }
             if ev == Event::Connected && self.spec.is_some() {
+                self.next_slot = Some(now);
                 self.next_send = Some(now);
             }
         }
@@ -130,15 +154,25 @@ impl DatagramPeer {
                 _ => self.bad += 1,
             }
         }
-        let (Some(spec), Some(mut at)) = (self.spec, self.next_send) else {
+        let (Some(spec), Some(mut slot), Some(mut at)) =
+            (self.spec, self.next_slot, self.next_send)
+        else {
             return;
         };
         while at <= now && (self.sent_at.len() as u32) < spec.count {
+            for _ in 0..spec.burst.max(1) {
+                let n = self.sent_at.len() as u32;
+                if n >= spec.count {
+                    break;
+                }
+                let _ = c.send_datagram(at, &payload(n, spec.size));
+                self.sent_at.push(at);
+            }
             let n = self.sent_at.len() as u32;
-            let _ = c.send_datagram(at, &payload(n, spec.size));
-            self.sent_at.push(at);
-            at += spec.interval;
+            slot += spec.interval;
+            at = slot + spread(self.seed, n, spec.spread.min(spec.interval));
         }
+        self.next_slot = Some(slot);
         self.next_send = ((self.sent_at.len() as u32) < spec.count).then_some(at);
     }
 }

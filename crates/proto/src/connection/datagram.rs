@@ -90,6 +90,7 @@ impl Connection {
         Protection {
             rate: policy::repair_rate(p, burst, self.dgram.per_window(deadline)),
             lone: policy::lone_repairs(cautious, 1.0 - p_bg),
+            loss: cautious,
         }
     }
 

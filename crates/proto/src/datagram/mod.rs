@@ -35,6 +35,16 @@ pub(crate) const COVERAGE: u32 = 2;
 /// datagrams at 100 ms RTT holds 16.
 pub(crate) const SPARSE_PER_DEADLINE: u32 = 6;
 
+/// A sparse flow's datagram within a deadline / `BURST_GAP` of the one before belongs to
+/// its burst (`Datagrams::push`): well under the sparse spacing (a deadline /
+/// [`SPARSE_PER_DEADLINE`]), and above the few milliseconds apart that processes started
+/// together send in.
+pub(crate) const BURST_GAP: u32 = 4 * SPARSE_PER_DEADLINE;
+
+/// Most datagrams of a sparse flow's burst that leave its interval alone: a flow that
+/// turns dense is known as dense this many datagrams later.
+pub(crate) const MAX_BURST: u32 = 16;
+
 /// Datagram symbols the sender holds for repairs (its window; the receiver holds twice).
 pub(crate) const TX_WINDOW: usize = 128;
 
@@ -106,6 +116,10 @@ struct TxCoder {
     credit: f64,
     /// Repairs owed at once to the lone datagrams just sent (see `Datagrams::poll_next`).
     owed: u32,
+    /// Lone datagrams sent since `owed` was last 0 (they share its repairs), and the
+    /// repairs sent for them so far.
+    group: u32,
+    group_repairs: u32,
     /// When the oldest datagram sent since the last repair left.
     unprotected: Option<Instant>,
     repair: Vec<u8>,
@@ -127,13 +141,20 @@ pub(crate) struct Protection {
     pub(crate) rate: f64,
     /// Repairs right behind a lone datagram (`policy::lone_repairs`).
     pub(crate) lone: u32,
+    /// The cautious loss rate behind `lone`, which sizes the repairs of lone datagrams
+    /// sent together (`policy::group_repairs`).
+    pub(crate) loss: f64,
 }
 
 impl Protection {
     /// Repairs at `rate` per datagram and none behind lone datagrams.
     #[cfg(test)]
     pub(crate) fn rate(rate: f64) -> Self {
-        Protection { rate, lone: 0 }
+        Protection {
+            rate,
+            lone: 0,
+            loss: 0.0,
+        }
     }
 }
 
@@ -148,6 +169,9 @@ pub(crate) struct Datagrams {
     /// Mean time between datagrams queued (EWMA), to size the window the policy sees.
     interval: Option<Duration>,
     last_queued: Option<Instant>,
+    /// Datagrams of a sparse flow's current burst that left the interval alone (see
+    /// `push`).
+    burst: u32,
     /// When a repair for datagrams left unprotected is due (see `poll_next`).
     pub(crate) wakeup: Option<Instant>,
     pub(crate) stats: DatagramStats,
@@ -163,6 +187,7 @@ impl Datagrams {
             rx: None,
             interval: None,
             last_queued: None,
+            burst: 0,
             wakeup: None,
             stats: DatagramStats::default(),
         }
@@ -176,13 +201,27 @@ impl Datagrams {
     /// Queues a datagram (the caller checked its size); drops the oldest beyond `cap`.
     /// The gap since the previous one counts at most `deadline` in the mean interval, so
     /// that one pause of a dense flow does not make its next datagrams look sparse.
+    ///
+    /// A sparse flow's datagrams that come in a burst (each within 1/[`BURST_GAP`] of a
+    /// deadline of the one before, at most [`MAX_BURST`] in a row) leave the
+    /// interval alone: independent requests sent at once (a resolver's queries, clients
+    /// started together) are still a sparse flow, and their burst is protected as a group
+    /// (`policy::group_repairs`) rather than at the thin rate of a flow that looks dense
+    /// for a moment.
     pub(crate) fn push(&mut self, now: Instant, data: &[u8], cap: usize, deadline: Duration) {
         if let Some(last) = self.last_queued {
             let gap = now.saturating_duration_since(last).min(deadline);
-            self.interval = Some(match self.interval {
-                Some(i) => (i * 7 + gap) / 8,
-                None => gap,
-            });
+            let in_burst =
+                self.sparse(deadline) && gap < deadline / BURST_GAP && self.burst < MAX_BURST;
+            if in_burst {
+                self.burst += 1;
+            } else {
+                self.burst = 0;
+                self.interval = Some(match self.interval {
+                    Some(i) => (i * 7 + gap) / 8,
+                    None => gap,
+                });
+            }
         }
         self.last_queued = Some(now);
         self.queue.push_back(Queued {
@@ -231,7 +270,7 @@ impl Datagrams {
         protection: Protection,
         deadline: Duration,
     ) -> Option<Next> {
-        let Protection { rate, lone } = protection;
+        let Protection { rate, lone, loss } = protection;
         let sparse = lone > 0 && self.sparse(deadline);
         while self
             .queue
@@ -250,6 +289,10 @@ impl Datagrams {
         if tx.held.is_empty() {
             tx.owed = 0;
         }
+        if tx.owed == 0 {
+            tx.group = 0;
+            tx.group_repairs = 0;
+        }
         let owed_due = tx.owed > 0 && self.queue.is_empty();
         let flush_at = tx.unprotected.map(|t| t + deadline / 4);
         let repair_due = owed_due
@@ -266,6 +309,7 @@ impl Datagrams {
             if let Some(h) = tx.repair() {
                 if owed_due {
                     tx.owed -= 1;
+                    tx.group_repairs += 1;
                 } else {
                     tx.credit -= 1.0;
                 }
@@ -277,7 +321,11 @@ impl Datagrams {
         // A sparse flow's datagram is protected by its own repairs, not the rate's.
         let id = tx.push(now, &q.data, if sparse { 0.0 } else { rate });
         if sparse {
-            tx.owed = tx.owed.max(lone);
+            // Lone datagrams sent before their predecessors' repairs went out share them:
+            // the group's repairs grow with it.
+            tx.group += 1;
+            let want = policy::group_repairs(loss, lone, tx.group);
+            tx.owed = tx.owed.max(want.saturating_sub(tx.group_repairs));
             tx.unprotected = None;
         }
         self.stats.sent += 1;
@@ -374,6 +422,8 @@ impl TxCoder {
             held: VecDeque::new(),
             credit: 0.0,
             owed: 0,
+            group: 0,
+            group_repairs: 0,
             unprotected: None,
             repair: vec![0; symbol_size],
         }
