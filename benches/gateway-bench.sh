@@ -25,7 +25,10 @@
 # the fraction answered and the latency percentiles (dig's "Query time"). --dns-warmup W
 # first sends W queries that are not counted (a session that has carried traffic for a
 # while; without it the first queries ride a session whose loss estimate is still the
-# handshake's).
+# handshake's). KEEP=1 keeps the run's directory, with both proxies' metrics after each
+# family (dns-MODE-FAMILY.forward-metrics, .reverse-metrics: which direction lost a query,
+# and whether it expired before it was sent); LOG=debug and RLOG=debug raise the
+# forward's and the reverse's log levels.
 #   sudo benches/gateway-bench.sh --modes tproxy --workloads dns --dns 1000 --rtt 500 \
 #        --loss 0.10 --kernel-secs 0
 #
@@ -132,7 +135,7 @@ ip netns exec "$NS_B" rsync --daemon --no-detach --config="$dir/rsyncd.conf" --p
 pids+=($!)
 # shellcheck disable=SC2086
 ip netns exec "$NS_B" "$BIN/ctcp-reverse" ${CTCP_ARGS:-} --listen 10.77.0.2:7000 --psk-file "$dir/key" \
-	--log-level warn 2> "$dir/reverse.log" &
+	--metrics-listen 127.0.0.1:9101 --log-level "${RLOG:-warn}" 2> "$dir/reverse.log" &
 pids+=($!)
 has() { case ",$WORKLOADS," in *",$1,"*) return 0 ;; esac; return 1; }
 if has dns; then
@@ -220,6 +223,9 @@ dns_row() { # mode family server: DNS queries through the gateway, one try each
 		 case "$out" in *"status: NOERROR"*"ANSWER SECTION"*) echo "{} $(echo "$out" | sed -n "s/^;; Query time: \([0-9]*\) msec.*/\1/p")" ;; *) echo "{} lost" ;; esac' \
 		> "$dir/dns-$mode-$fam.txt"
 	in_ns "$NS_A" curl -s http://127.0.0.1:9100/metrics | grep '^ctcp_udp_' > "$dir/dns-$mode-$fam.metrics" || true
+	# Both ends' full metrics (KEEP=1 keeps them): which direction lost a query, and where.
+	in_ns "$NS_A" curl -s http://127.0.0.1:9100/metrics > "$dir/dns-$mode-$fam.forward-metrics" || true
+	in_ns "$NS_B" curl -s http://127.0.0.1:9101/metrics > "$dir/dns-$mode-$fam.reverse-metrics" || true
 	python3 - "$dir/dns-$mode-$fam.txt" "$mode" "$fam" "$RTT" "$LOSS" "$SEED" "$DNS_PAR" "$DNS_WARMUP" >> "$OUT.tmp" <<'PY'
 import json, sys
 path, mode, fam, rtt, loss, seed, par, warm = sys.argv[1:]
