@@ -179,6 +179,9 @@ pub struct UdpCounters {
     /// too many names were resolving for a new reverse flow, or its held datagrams were
     /// full), or a short-header datagram named a flow the reverse side does not know.
     pub dropped_no_flow: AtomicU64,
+    /// Dropped: a reply out of the tunnel that never reached its client (its flow was
+    /// closed, its queue was full, or the send to the client failed).
+    pub dropped_reply: AtomicU64,
 }
 
 /// The process's datagram counters.
@@ -195,6 +198,7 @@ pub static COUNTERS: UdpCounters = UdpCounters {
     dropped_denied: AtomicU64::new(0),
     dropped_session: AtomicU64::new(0),
     dropped_no_flow: AtomicU64::new(0),
+    dropped_reply: AtomicU64::new(0),
 };
 
 fn count(c: &AtomicU64) {
@@ -383,11 +387,13 @@ pub(crate) fn start_forward(driver: &Driver) -> Arc<ForwardFlows> {
                 continue;
             };
             let dest = f.lock().get(&id).cloned();
-            if let Some((target, tx)) = dest {
-                if tx.try_send((target, d[4..].to_vec())).is_ok() {
-                    count(&COUNTERS.from_tunnel);
-                }
-            }
+            let taken =
+                dest.is_some_and(|(target, tx)| tx.try_send((target, d[4..].to_vec())).is_ok());
+            count(if taken {
+                &COUNTERS.from_tunnel
+            } else {
+                &COUNTERS.dropped_reply
+            });
         }
     });
     flows
@@ -478,7 +484,9 @@ pub(crate) async fn associate(
                 let mut out = Vec::with_capacity(data.len() + 22);
                 UdpHeader::encode(&addr, &mut out);
                 out.extend_from_slice(&data);
-                let _ = udp.send_to(&out, client).await;
+                if udp.send_to(&out, client).await.is_err() {
+                    count(&COUNTERS.dropped_reply);
+                }
             }
         }
     };

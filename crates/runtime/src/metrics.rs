@@ -1029,6 +1029,7 @@ fn register_udp(reg: &mut Registry, driver: &Driver, extra: &[Driver]) {
         ("denied", C.dropped_denied.load(Relaxed)),
         ("session", C.dropped_session.load(Relaxed)),
         ("no_flow", C.dropped_no_flow.load(Relaxed)),
+        ("reply", C.dropped_reply.load(Relaxed)),
         ("unrelayed", unrelayed),
         ("queue_overflow", t.queue_dropped),
         ("expired", t.expired),
@@ -1041,8 +1042,8 @@ fn register_udp(reg: &mut Registry, driver: &Driver, extra: &[Driver]) {
         "udp_dropped",
         "UDP datagrams dropped, by reason: SOCKS fragment, wrong source, bad header, \
          denied by the ACL or unresolved, refused by the session, no flow (no reply socket \
-         for a transparent flow, or too many names resolving), \
-         not taken by the relay, send queue overflow, expired before sending, receive \
+         for a transparent flow, or too many names resolving), a reply that never reached \
+         its client (flow closed, queue full or send failed), not taken by the relay, send queue overflow, expired before sending, receive \
          inbox overflow, rejected by the session",
         drops,
     );

@@ -240,7 +240,9 @@ impl Flows {
             tokio::spawn(async move {
                 while let Some((_, data)) = rx.recv().await {
                     touch(&last);
-                    let _ = reply.send_to(&data, client).await;
+                    if reply.send_to(&data, client).await.is_err() {
+                        count(&COUNTERS.dropped_reply);
+                    }
                 }
             })
         };
