@@ -172,6 +172,7 @@ async fn udp_associate_relays_datagrams_and_drops_bad_input() {
             "inbox_overflow",
             "denied",
             "unrelayed",
+            "reply",
         ] {
             assert!(
                 value(&text, "ctcp_udp_dropped_total", &[("reason", reason)]).is_some(),
