@@ -16,6 +16,8 @@
 //! [`lone_repairs`] repairs at once, as many as make the chance that it and all of them are
 //! lost at most [`LONE_TARGET`], from a cautious loss estimate ([`cautious_loss`]) so that a
 //! fresh session, whose estimate rests on a few outcomes, does not under-protect them.
+//! Lone datagrams sent together (queries from clients started at once) share repairs
+//! sized to the group ([`group_repairs`]).
 
 /// Below this loss rate no repair is sent: the residual loss would already be this low.
 pub(crate) const NEGLIGIBLE_LOSS: f64 = 0.002;
