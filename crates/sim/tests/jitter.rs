@@ -49,9 +49,9 @@ fn fifo_jitter_with_loss_keeps_the_rate() {
 }
 
 /// 500 ms ± 125 ms behind a FIFO at 1 % loss, the two `sim-sweep --jitter` runs (seed
-/// offsets 1 and 2) where a random loss passed the congestion gate on delay noise while the
-/// window was under the pipe, and Cubic's bound then held growth for seconds (0.720 and
-/// 0.724 of the link before the delivery-confirmed gate, 0.812 and 0.820 with it;
+/// offsets 1 and 2) where random losses passed the congestion gate on delay noise while
+/// the window was under the pipe, and Cubic's bound then held growth for seconds; the
+/// delivery-confirmed gate must keep them from cutting (figures before and after in
 /// docs/experiments/jitter.md, "A delivery-confirmed gate").
 #[test]
 fn a_random_loss_under_the_pipe_is_not_congestion_behind_500_ms_of_fifo_jitter() {
