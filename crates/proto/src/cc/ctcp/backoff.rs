@@ -8,7 +8,10 @@
 //! exceeds the minimum of the last minute by half of it (a queue another flow never let
 //! empty, which the windowed RTT_min has drifted up to).
 //! Otherwise it is channel loss on a short queue; the code repairs it and the window is
-//! left alone.
+//! left alone. On a path whose delay noise is material ([`noisy`]) a rise within twice the
+//! noise must also be confirmed by the delivery rate: the window must hold at least what
+//! the bottleneck delivered per round trip ([`window_holds_queue`]), since below the pipe
+//! there is no queue of the flow's own for the delay to show.
 //!
 //! On congestion `cwnd ← β·cwnd` with `β = RTT_min / round_min`, clamped to `[0.5, 0.98]`.
 //! The current RTT is the *round minimum* (the smallest sample of the last round trip), not
@@ -60,8 +63,19 @@ pub(super) const BETA_MAX: f64 = 0.98;
 
 /// CTCP's gate: whether the path shows queueing delay right now.
 pub(super) fn queueing(rtt: &RttEstimator) -> bool {
+    queue_above(rtt, noise(rtt))
+}
+
+/// [`queueing`] with the delay noise counted twice: a rise this far above the minimum is a
+/// queue however noisy the path, so the delivery-rate confirmation
+/// ([`window_holds_queue`]) is not asked for (a competing flow's queue under jitter still
+/// reads as one).
+pub(super) fn clear_queue(rtt: &RttEstimator) -> bool {
+    queue_above(rtt, noise(rtt) * 2)
+}
+
+fn queue_above(rtt: &RttEstimator, noise: Duration) -> bool {
     let min = rtt.min_rtt();
-    let noise = noise(rtt);
     // CTCP's fixed 5 ms / 2 ms are ~1 % of a satellite RTT, where pacing alone makes
     // queues that large; scale them with RTT_min on longer paths (see the constants), and
     // lift them above the delay noise.
@@ -69,6 +83,33 @@ pub(super) fn queueing(rtt: &RttEstimator) -> bool {
         || rtt.two_round_min()
             > min + ROUND_MIN_QUEUE.max(min.mul_f64(ROUND_MIN_QUEUE_FRACTION)) + noise
         || rtt.round_min() > floor_threshold(rtt.floor_rtt()) + noise
+}
+
+/// Whether delay noise is material next to the gate's thresholds: the RTT's
+/// sample-to-sample jitter beyond two packet times (what a queue's own movement shows, as
+/// in [`beta_now`]), × [`NOISE_MULTIPLE`], is at least `RTT_min / NOISY_DIVISOR`.
+/// On such a path the gate asks the delivery rate to confirm a delay rise
+/// ([`window_holds_queue`]); on a path without jitter nothing changes.
+pub(super) fn noisy(rtt: &RttEstimator, packet_time: Duration) -> bool {
+    let jitter = rtt.jitter().saturating_sub(packet_time * 2);
+    jitter * NOISE_MULTIPLE >= rtt.min_rtt() / NOISY_DIVISOR
+}
+
+/// See [`noisy`]: a sixteenth of `RTT_min`, about a third of the gate's standing-queue
+/// threshold (15 %), is where noise starts to decide what the gate reads.
+pub(super) const NOISY_DIVISOR: u32 = 16;
+
+/// Whether a window of `cwnd` packets can hold a queue of the flow's own: at least the
+/// packets the bottleneck delivers in a round trip at the highest recent delivery rate
+/// (`max_rate`, packets per second; true before there is one).
+///
+/// Why: a queue builds only from what the window holds beyond the pipe, and the pipe at
+/// the current round trip is `rate × srtt`; below it the delivery rate follows the
+/// window and a delay rise is delay noise, not a queue. With a standing queue the window
+/// is the pipe plus the queue and srtt has risen with it, so the test holds (evidence:
+/// docs/experiments/jitter.md, "A delivery-confirmed gate").
+pub(super) fn window_holds_queue(cwnd: f64, max_rate: Option<f64>, srtt: Duration) -> bool {
+    max_rate.is_none_or(|r| cwnd >= r * srtt.as_secs_f64())
 }
 
 /// Delay noise a queue must exceed: [`NOISE_MULTIPLE`] × the RTT's sample-to-sample

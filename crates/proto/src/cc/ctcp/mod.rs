@@ -21,6 +21,7 @@ use crate::rtt::RttEstimator;
 use std::time::{Duration, Instant};
 
 mod backoff;
+mod delivery;
 mod growth;
 mod probe;
 mod slow_start;
@@ -84,6 +85,8 @@ pub(crate) struct Ctcp {
     /// After a delay-rise exit from slow start, the rounds in which a round minimum back
     /// under the exit threshold resumes it ([`slow_start::Resume`]).
     resume: Option<slow_start::Resume>,
+    /// Delivery rate and its recent highest, which confirm a delay rise on a noisy path.
+    delivery: delivery::DeliveryRate,
 }
 
 /// Fraction of the BDP a handshake path estimate makes the window jump to. Higher than the
@@ -125,6 +128,7 @@ impl Ctcp {
             congestion_span: None,
             w_max: None,
             resume: None,
+            delivery: delivery::DeliveryRate::default(),
         }
     }
 
@@ -225,6 +229,19 @@ impl Ctcp {
         self.clamp();
     }
 
+    /// CTCP's gate ([`backoff::queueing`]); on a path with material delay noise (`noisy`,
+    /// [`backoff::noisy`]) a rise that is not clear of the noise ([`backoff::clear_queue`])
+    /// counts only if the window can hold a queue at the recent delivery rate
+    /// ([`backoff::window_holds_queue`]).
+    fn congested(&self, rtt: &RttEstimator, noisy: bool) -> bool {
+        if !backoff::queueing(rtt) {
+            return false;
+        }
+        !noisy
+            || backoff::clear_queue(rtt)
+            || backoff::window_holds_queue(self.cwnd, self.delivery.max_rate(), rtt.srtt())
+    }
+
     fn ceiling(&self) -> u64 {
         self.srtt
             .map_or(self.cfg.max_window, |s| self.cfg.ceiling(s))
@@ -262,6 +279,7 @@ impl Controller for Ctcp {
             self.min_rtt = Some(rtt.min_rtt());
         }
         if acked > 0 {
+            self.delivery.on_ack(now, acked, rtt.srtt());
             let est = self.probe.on_ack(now, acked, rtt.min_rtt());
             self.jump(now, est, probe::JUMP_FRACTION);
         }
@@ -347,8 +365,15 @@ impl Controller for Ctcp {
         }
         let est = self.probe.on_loss(now, lost);
         self.jump(now, est, probe::JUMP_FRACTION);
+        let noisy = backoff::noisy(rtt, rtt.srtt().div_f64(self.cwnd.max(1.0)));
+        // On a noisy path a loss from the last backoff's span (packets sent into the queue
+        // it answered, until half a round trip after the cut) is the same event: the
+        // smoothed and windowed delays still show that queue while the cut drains it, and
+        // read as a new one.
+        let span_end = self.congestion_span.map(|(_, end)| end).filter(|_| noisy);
         if in_recovery(self.recovery_start, sent_time)
-            || !backoff::queueing(rtt)
+            || in_recovery(span_end, sent_time)
+            || !self.congested(rtt, noisy)
             || self.probe.in_train(sent_time)
         {
             self.ignored_losses += lost;

@@ -374,6 +374,28 @@ fn one_round_of_raised_delay_is_not_a_queue() {
 }
 
 #[test]
+fn a_delay_rise_the_delivery_rate_does_not_confirm_is_noise() {
+    // The window was acknowledged every 100 ms, so the pipe holds it; then samples swing
+    // 150/190 ms (±20 ms of noise): srtt ≈ 170 ms passes the gate's srtt test but not with
+    // the noise counted twice, and at that srtt the recent delivery rate fills 1.7 windows.
+    // The window cannot hold a queue of its own: a loss now is channel loss.
+    let mut s = Sim::into_growth(ms(100));
+    for _ in 0..5 {
+        s.round(ms(100), 0.0);
+    }
+    for i in 0..40 {
+        s.now += ms(10);
+        let sample = if i % 2 == 0 { ms(150) } else { ms(190) };
+        s.rtt.update(s.now, sample, Duration::ZERO);
+    }
+    assert!(backoff::queueing(&s.rtt) && !backoff::clear_queue(&s.rtt));
+    let before = s.c.window();
+    s.c.on_congestion_event(s.now, s.now - ms(1), 1, &s.rtt);
+    assert_eq!(s.c.backoffs(), 0);
+    assert_eq!(s.c.window(), before);
+}
+
+#[test]
 fn queue_under_jitter_still_backs_off() {
     // The same ±40 ms noise on top of a standing queue of 60 ms (samples 160/240 ms): the
     // noise allowance is capped at a quarter of RTT_min, so the queue still reads as one.
