@@ -25,6 +25,7 @@ fn efficiency(goodput: f64, rate: u64, loss: f64) -> f64 {
 
 /// A FIFO-jitter transfer of `bytes` at `loss` over `rtt_ms` ± a quarter, from `seed`:
 /// byte-exact, at least `min_eff` of the link and within the wire budget.
+#[allow(clippy::unwrap_used)] // a test helper: a failed run fails the test
 fn fifo_jitter_transfer(
     rtt_ms: u64,
     loss: f64,
