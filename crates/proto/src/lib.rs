@@ -53,6 +53,8 @@ mod rtt;
 mod sent;
 pub mod stream;
 mod streams;
+#[cfg(test)]
+mod test_clock;
 pub mod wire;
 
 pub use cc::ControllerKind;

@@ -129,11 +129,7 @@ impl Pacer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[allow(clippy::disallowed_methods)]
-    fn base() -> Instant {
-        Instant::now()
-    }
+    use crate::test_clock::base;
 
     const MTU: usize = 1200;
 

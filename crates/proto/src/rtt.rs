@@ -272,15 +272,7 @@ impl RttEstimator {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[allow(clippy::disallowed_methods)]
-    fn base() -> Instant {
-        Instant::now()
-    }
-
-    fn ms(v: u64) -> Duration {
-        Duration::from_millis(v)
-    }
+    use crate::test_clock::{base, ms};
 
     #[test]
     fn initial_values_before_samples() {

@@ -154,16 +154,8 @@ impl Controller for Cubic {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_clock::{base, ms};
     use std::time::Duration;
-
-    #[allow(clippy::disallowed_methods)]
-    fn base() -> Instant {
-        Instant::now()
-    }
-
-    fn ms(v: u64) -> Duration {
-        Duration::from_millis(v)
-    }
 
     /// Acks a full window per round trip of `rtt` in ten batches.
     fn round(c: &mut Cubic, r: &mut RttEstimator, now: &mut Instant, rtt: Duration) {

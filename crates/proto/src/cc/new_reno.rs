@@ -77,12 +77,8 @@ impl Controller for NewReno {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_clock::base;
     use std::time::Duration;
-
-    #[allow(clippy::disallowed_methods)]
-    fn base() -> Instant {
-        Instant::now()
-    }
 
     #[test]
     fn halves_once_per_round_then_grows_one_per_rtt() {

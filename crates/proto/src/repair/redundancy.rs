@@ -380,10 +380,7 @@ impl RedundancyPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ms(v: u64) -> Duration {
-        Duration::from_millis(v)
-    }
+    use crate::test_clock::ms;
 
     fn bern(p: f64) -> LossModel {
         LossModel::Bernoulli { p }

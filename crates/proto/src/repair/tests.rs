@@ -6,16 +6,8 @@ use super::*;
 use crate::config::RepairPriority;
 use crate::estimate::loss::LossEstimator;
 use crate::sent::TailCensus;
+use crate::test_clock::{base, ms};
 use RepairPriority::Latency;
-
-#[allow(clippy::disallowed_methods)] // a fixed base instant for the tests
-fn base() -> Instant {
-    Instant::now()
-}
-
-fn ms(v: u64) -> Duration {
-    Duration::from_millis(v)
-}
 
 /// A sender as the scheduler sees it: the encoder's window `[first, next)`, the clock,
 /// the path's minimum RTT and srtt, and the loss estimate the ACKs carry.

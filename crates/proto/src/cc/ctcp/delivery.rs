@@ -92,15 +92,7 @@ impl DeliveryRate {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[allow(clippy::disallowed_methods)]
-    fn base() -> Instant {
-        Instant::now()
-    }
-
-    fn ms(v: u64) -> Duration {
-        Duration::from_millis(v)
-    }
+    use crate::test_clock::{base, ms};
 
     /// 10 packets every 10 ms (1,000 per second) for `secs`, from `from`.
     fn feed(d: &mut DeliveryRate, from: Instant, secs: u64, per_tick: u64) -> Instant {

@@ -2,15 +2,7 @@
 
 use super::*;
 use crate::cc::{CcConfig, Controller};
-
-#[allow(clippy::disallowed_methods)]
-fn base() -> Instant {
-    Instant::now()
-}
-
-fn ms(v: u64) -> Duration {
-    Duration::from_millis(v)
-}
+use crate::test_clock::{base, ms};
 
 /// A window-limited sender: every round trip the whole window is sent; a `loss` fraction
 /// is reported lost in one congestion event at the end of the round, the rest is
