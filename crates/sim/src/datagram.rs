@@ -11,8 +11,10 @@ use ctcp_proto::{DatagramStats, TransportConfig};
 
 use crate::ctcp::{deliver, next_datagram};
 use crate::link::LinkSpec;
+use crate::node::SimRng;
 use crate::seed::Seed;
 use crate::sim::{Endpoint, Sim, SimError};
+use rand::{Rng, SeedableRng};
 
 /// The datagram traffic: `count` datagrams of `size` bytes, `burst` every `interval`,
 /// each burst moved later by up to `spread` (seeded, uniform).
@@ -81,23 +83,14 @@ pub struct DatagramPeer {
     /// The next datagram's slot (before its spread).
     next_slot: Option<Instant>,
     next_send: Option<Instant>,
-    seed: u64,
+    /// Draws each burst's spread.
+    rng: SimRng,
     /// Send time of each datagram, by number.
     sent_at: Vec<Instant>,
     /// Arrival time of each datagram, by number (receiver).
     arrived: Vec<Option<Instant>>,
     bad: u32,
     buf: Vec<u8>,
-}
-
-/// Datagram `n`'s delay after its slot: uniform in `[0, max)`, from a hash of the seed.
-fn spread(seed: u64, n: u32, max: Duration) -> Duration {
-    // splitmix64: a well-mixed 64-bit value per (seed, n).
-    let mut z = seed ^ u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
-    max.mul_f64((z >> 11) as f64 / (1u64 << 53) as f64)
 }
 
 fn payload(n: u32, size: usize) -> Vec<u8> {
@@ -120,7 +113,7 @@ impl DatagramPeer {
             spec: None,
             next_slot: None,
             next_send: None,
-            seed,
+            rng: SimRng::seed_from_u64(seed),
             sent_at: Vec::new(),
             arrived: Vec::new(),
             bad: 0,
@@ -168,9 +161,9 @@ impl DatagramPeer {
                 let _ = c.send_datagram(at, &payload(n, spec.size));
                 self.sent_at.push(at);
             }
-            let n = self.sent_at.len() as u32;
             slot += spec.interval;
-            at = slot + spread(self.seed, n, spec.spread.min(spec.interval));
+            let max = spec.spread.min(spec.interval);
+            at = slot + max.mul_f64(self.rng.gen::<f64>());
         }
         self.next_slot = Some(slot);
         self.next_send = ((self.sent_at.len() as u32) < spec.count).then_some(at);
