@@ -9,6 +9,22 @@ fn t0() -> Instant {
     Instant::now()
 }
 
+/// A fresh datagram part, the test clock, a deadline of `deadline_ms` and a protection of
+/// 0.3 repairs per datagram with `lone` behind a lone one, at 10 % loss.
+fn fresh(deadline_ms: u64, lone: u32) -> (Datagrams, Instant, Duration, Protection) {
+    let protection = Protection {
+        rate: 0.3,
+        lone,
+        loss: 0.1,
+    };
+    (
+        Datagrams::new(S),
+        t0(),
+        Duration::from_millis(deadline_ms),
+        protection,
+    )
+}
+
 /// Polls `d` until it has nothing to send, moving the clock to the wakeup a sparse
 /// burst's wait sets (at most a sparse spacing ahead: a lone datagram's repairs wait
 /// until its burst can no longer grow). Returns what went out and the time reached.
@@ -152,14 +168,7 @@ fn a_lone_datagram_gets_its_repairs_at_once() {
     // repairs at once (the first one, whose flow has no interval yet, once no other can
     // join its burst: a sparse spacing later), not a rate-earned flush a quarter deadline
     // later.
-    let mut d = Datagrams::new(S);
-    let mut now = t0();
-    let deadline = Duration::from_millis(80);
-    let protection = Protection {
-        rate: 0.3,
-        lone: 2,
-        loss: 0.1,
-    };
+    let (mut d, mut now, deadline, protection) = fresh(80, 2);
     for round in 0..5 {
         d.push(now, b"query", 16, deadline);
         assert!(matches!(
@@ -192,14 +201,7 @@ fn a_burst_at_the_start_of_a_flow_is_not_read_as_a_dense_flow() {
     // apart (process start-up). Before the flow has an interval, such gaps continue its
     // burst (under a sparse spacing, 29 ms of a 175 ms deadline): the flow stays sparse
     // and the burst gets a group's repairs, not the rate's.
-    let mut d = Datagrams::new(S);
-    let mut now = t0();
-    let deadline = Duration::from_millis(175);
-    let protection = Protection {
-        rate: 0.3,
-        lone: 3,
-        loss: 0.1,
-    };
+    let (mut d, mut now, deadline, protection) = fresh(175, 3);
     for gap_ms in [16, 1, 9, 2, 3, 2, 5, 2, 1] {
         d.push(now, b"q", 64, deadline);
         assert!(d.poll_next(now, true, protection, deadline).is_some());
