@@ -219,9 +219,9 @@ rsync_row() { # mode family host
 host() { [ "$1" = 4 ] && echo 10.200.9.1 || echo "[fd00:c9::1]"; }
 
 dns_row() { # mode family server: DNS queries through the gateway, one try each
-	local mode=$1 fam=$2 server=$3 kind=A
-	[ "$fam" = ipv6 ] && kind=AAAA
-	export NS_C server kind
+	local mode=$1 fam=$2 server=$3 kind=A src=10.200.1.2
+	[ "$fam" = ipv6 ] && kind=AAAA src=fd00:c7::2
+	export NS_C server kind src
 	[ "$DNS_WARMUP" -gt 0 ] && seq "$DNS_WARMUP" | xargs -P "$DNS_PAR" -I{} \
 		ip netns exec "$NS_C" dig +tries=1 +time=3 +notcp "@$server" www.ctcp.test "$kind" > /dev/null 2>&1 || true
 	# CAPTURE=1: packet captures of the LAN veth on both sides ($dir/c0-FAMILY.pcap,
@@ -232,8 +232,11 @@ dns_row() { # mode family server: DNS queries through the gateway, one try each
 		sleep ${CAPTURE_WAIT:-0.5}
 	fi
 	# One line per query: its number and latency in ms, or "lost" (no answer within 3 s).
+	# Each query asks from a source port of its own: dig's random ports repeat (19 in 1,000),
+	# and two digs on one port at once (their sockets allow it) had the first one's answer
+	# delivered to the second, which dropped it, so the first counted as lost.
 	seq "$DNS" | xargs -P "$DNS_PAR" -I{} sh -c \
-		'out=$(ip netns exec "$NS_C" dig +tries=1 +time=3 +notcp "@$server" www.ctcp.test "$kind" 2>&1)
+		'out=$(ip netns exec "$NS_C" dig -b "$src#$((20000 + {} % 40000))" +tries=1 +time=3 +notcp "@$server" www.ctcp.test "$kind" 2>&1)
 		 case "$out" in *"status: NOERROR"*"ANSWER SECTION"*) echo "{} $(echo "$out" | sed -n "s/^;; Query time: \([0-9]*\) msec.*/\1/p")" ;; *) echo "{} lost" ;; esac' \
 		> "$dir/dns-$mode-$fam.txt"
 	in_ns "$NS_A" curl -s http://127.0.0.1:9100/metrics | grep '^ctcp_udp_' > "$dir/dns-$mode-$fam.metrics" || true
