@@ -239,10 +239,10 @@ dns_row() { # mode family server: DNS queries through the gateway, one try each
 		'out=$(ip netns exec "$NS_C" dig -b "$src#$((20000 + {} % 40000))" +tries=1 +time=3 +notcp "@$server" www.ctcp.test "$kind" 2>&1)
 		 case "$out" in *"status: NOERROR"*"ANSWER SECTION"*) echo "{} $(echo "$out" | sed -n "s/^;; Query time: \([0-9]*\) msec.*/\1/p")" ;; *) echo "{} lost" ;; esac' \
 		> "$dir/dns-$mode-$fam.txt"
-	in_ns "$NS_A" curl -s http://127.0.0.1:9100/metrics | grep '^ctcp_udp_' > "$dir/dns-$mode-$fam.metrics" || true
 	# Both ends' full metrics (KEEP=1 keeps them): which direction lost a query, and where.
 	in_ns "$NS_A" curl -s http://127.0.0.1:9100/metrics > "$dir/dns-$mode-$fam.forward-metrics" || true
 	in_ns "$NS_B" curl -s http://127.0.0.1:9101/metrics > "$dir/dns-$mode-$fam.reverse-metrics" || true
+	grep '^ctcp_udp_' "$dir/dns-$mode-$fam.forward-metrics" > "$dir/dns-$mode-$fam.metrics" || true
 	python3 - "$dir/dns-$mode-$fam.txt" "$mode" "$fam" "$RTT" "$LOSS" "$SEED" "$DNS_PAR" "$DNS_WARMUP" >> "$OUT.tmp" <<'PY'
 import json, sys
 path, mode, fam, rtt, loss, seed, par, warm = sys.argv[1:]

@@ -19,15 +19,22 @@ const SPEC: DatagramSpec = DatagramSpec {
     burst_gap: Duration::ZERO,
 };
 
+/// `spec` over `link` from a fresh session; every datagram sent and none damaged.
+fn checked(link: &LinkSpec, spec: DatagramSpec, seed: Seed) -> DatagramReport {
+    let r = run_datagrams(link, TransportConfig::default(), spec, seed).unwrap();
+    assert_eq!(r.bad, 0, "datagrams delivered twice or damaged");
+    assert_eq!(r.sent, spec.count);
+    r
+}
+
+/// The sparse cases' link: 10 Mbit/s, 500 ms, 10 % Bernoulli loss both ways.
+fn sparse_link() -> LinkSpec {
+    LinkSpec::new(10_000_000, Duration::from_millis(500)).loss(LossModel::Bernoulli(0.10))
+}
+
 fn run(loss: LossModel, seed: u64) -> DatagramReport {
     let link = LinkSpec::new(10_000_000, Duration::from_millis(100)).loss(loss);
-    let r = run_datagrams(
-        &link,
-        TransportConfig::default(),
-        SPEC,
-        Seed::from_env_or(seed),
-    )
-    .unwrap();
+    let r = checked(&link, SPEC, Seed::from_env_or(seed));
     println!(
         "{loss:?}: residual {:.3} %, wire {:.3}× ({:.3}× with IP/UDP headers), acks {:.3}×, \
          extra delay p50 {:?} p99 {:?}, sender {:?}, receiver {:?}",
@@ -40,23 +47,13 @@ fn run(loss: LossModel, seed: u64) -> DatagramReport {
         r.sender,
         r.receiver
     );
-    assert_eq!(r.bad, 0, "datagrams delivered twice or damaged");
-    assert_eq!(r.sent, SPEC.count);
     r
 }
 
 /// DNS-class `spec` over a 500 ms, 10 % loss link from a fresh session, printed under
 /// `label`; every datagram sent and none damaged.
 fn run_sparse(spec: DatagramSpec, seed: u64, label: &str) -> DatagramReport {
-    let link =
-        LinkSpec::new(10_000_000, Duration::from_millis(500)).loss(LossModel::Bernoulli(0.10));
-    let r = run_datagrams(
-        &link,
-        TransportConfig::default(),
-        spec,
-        Seed::from_env_or(seed),
-    )
-    .unwrap();
+    let r = checked(&sparse_link(), spec, Seed::from_env_or(seed));
     println!(
         "{label}, 500 ms / 10 %: residual {:.3} % ({} lost), wire {:.3}× ({:.3}× with IP/UDP \
          headers), extra delay p50 {:?} p99 {:?}, sender {:?}",
@@ -68,8 +65,6 @@ fn run_sparse(spec: DatagramSpec, seed: u64, label: &str) -> DatagramReport {
         r.extra_delay_quantile(0.99),
         r.sender,
     );
-    assert_eq!(r.bad, 0);
-    assert_eq!(r.sent, spec.count);
     r
 }
 
@@ -177,8 +172,8 @@ fn bursts_of_lone_datagrams_are_protected_as_a_group() {
 /// A session's first two bursts of ten DNS queries, the queries of a burst a few
 /// milliseconds apart (process start-up: 0–10 ms gaps), over a 500 ms, 10 % loss link,
 /// from 50 fresh sessions: before the flow has an interval its first gap must not make it
-/// dense, or the first burst goes out under the rate's thin protection (2–2.6 % of these
-/// queries lost before; figures in docs/experiments/udp-p99.md, "Session 21").
+/// dense, or the first burst goes out under the rate's thin protection (figures in
+/// docs/experiments/udp-p99.md, "Session 21").
 #[test]
 fn the_first_bursts_of_a_fresh_session_are_protected_as_a_group() {
     const START: DatagramSpec = DatagramSpec {
@@ -189,12 +184,9 @@ fn the_first_bursts_of_a_fresh_session_are_protected_as_a_group() {
         burst: 10,
         burst_gap: Duration::from_millis(5),
     };
-    let link =
-        LinkSpec::new(10_000_000, Duration::from_millis(500)).loss(LossModel::Bernoulli(0.10));
     let (mut sent, mut lost) = (0, 0);
     for seed in 0..50 {
-        let r = run_datagrams(&link, TransportConfig::default(), START, Seed(2100 + seed)).unwrap();
-        assert_eq!(r.bad, 0);
+        let r = checked(&sparse_link(), START, Seed(2100 + seed));
         sent += r.sent;
         lost += r.sent - r.delivered;
     }

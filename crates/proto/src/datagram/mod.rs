@@ -52,9 +52,9 @@ pub(crate) const MAX_BURST: u32 = 16;
 /// Why the wider gap at first: a flow's first gap would otherwise set its interval alone,
 /// and the first queries of a gateway's DNS clients, started together but a few to 16 ms
 /// apart (process start-up), read as a dense flow and went out under the rate's thin
-/// protection, losing several per cent of them at 10 % loss; a dense flow is known as dense
-/// [`MAX_BURST`] datagrams later, and its first burst's repairs are shared
-/// (`Datagrams::poll_next`), a few repairs in all.
+/// protection (docs/experiments/udp-p99.md, "Session 21"); a dense flow is known as dense
+/// [`MAX_BURST`] datagrams later, and its first burst's repairs, still unsent, become the
+/// rate's credit (`TxCoder::settle`).
 fn burst_gap(deadline: Duration, known: bool) -> Duration {
     if known {
         deadline / BURST_GAP

@@ -265,9 +265,8 @@ impl Controller for Ctcp {
             if from_idle && now.saturating_duration_since(at) > PATH_ESTIMATE_TTL {
                 // Too old to trust for a flight that starts from idle: back to the initial
                 // window and a probe train of its own, but never below the flights the
-                // flow has been sending (each acknowledged): a DNS gateway's burst of ten
-                // queries with their repairs is 40 packets, and a window of 32 held the rest
-                // a round trip, past the datagrams' deadline.
+                // flow has been sending (each acknowledged), or an application-limited
+                // flow's next burst (a DNS gateway's) waits a round trip, past its deadline.
                 let peak = self.flight_peak;
                 *self = Ctcp::new(self.cfg.clone());
                 self.flight_peak = peak;
