@@ -97,8 +97,8 @@ if [ "$DIRECT" = 1 ]; then
   # same client work: curl's writes to /dev/null cost less than a file's.
   rm -f "$dir/got"
   direct=$(curl -sf -o "$dir/got" -w '%{speed_download}' "$url")
-  [ "$(sha256sum < "$dir/got")" = "$(sha256sum < "$dir/file")" ] || { echo "SHA-256 MISMATCH (direct)" >&2; exit 1; }
   o1=$(cpu $origin); children_cpu; c1=$children
+  [ "$(sha256sum < "$dir/got")" = "$(sha256sum < "$dir/file")" ] || { echo "SHA-256 MISMATCH (direct)" >&2; exit 1; }
   awk -v r="$rate" -v d="$direct" 'BEGIN { printf "direct loopback TCP: %.1f MB/s; tunnel / direct = %.2f\n", d / 1e6, r / d }'
   if [ "$BOUND" = 1 ]; then
     awk -v mb="$MB" -v o="$((o1 - o0))" -v c="$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }')" -v cores="$(nproc)" 'BEGIN {
