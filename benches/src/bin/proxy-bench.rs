@@ -20,6 +20,8 @@
 //! `cargo build --release -p ctcp-forward -p ctcp-reverse && \
 //!  cargo run --release -p ctcp-benches --bin proxy-bench [-- MB STREAMS [SOAK_SECS]]`
 //! `SESSIONS=8 WORKERS=2 target/release/proxy-bench 300 0`: the 8-process case.
+//! `DIRECT=1` then runs the bulk transfer and the concurrent streams again straight to the
+//! sink (loopback TCP, no proxies): kernel TCP's own ratio of 1,000 streams to one here.
 
 use anyhow::{bail, Context};
 use ctcp_benches::{counting_sink, fill_block, socks_connect, SinkProgress};
@@ -91,7 +93,12 @@ async fn push_pattern(
         tokio::sync::watch::Receiver<bool>,
     )>,
 ) -> anyhow::Result<()> {
-    let mut c = socks_connect(socks, sink).await?;
+    // `socks == sink`: straight to the sink, the kernel-TCP baseline (`DIRECT=1`).
+    let mut c = if socks == sink {
+        tokio::net::TcpStream::connect(sink).await?
+    } else {
+        socks_connect(socks, sink).await?
+    };
     if let Some((opened, mut go)) = gate {
         opened.send(()).await?;
         go.wait_for(|g| *g).await?;
@@ -211,6 +218,46 @@ async fn soak(
         base.3,
         last.3
     );
+    Ok(())
+}
+
+/// The same bulk transfer and concurrent streams straight to the sink over loopback TCP,
+/// no proxies: what the kernel's own TCP makes of 1,000 sockets against one on this
+/// machine, with the same load generator and sink.
+async fn direct_baseline(
+    mb: u64,
+    streams: usize,
+    sink: std::net::SocketAddr,
+    results: &mut tokio::sync::mpsc::UnboundedReceiver<(u64, [u8; 32])>,
+    progress: &std::sync::Arc<SinkProgress>,
+) -> anyhow::Result<()> {
+    let total = mb * 1_048_576;
+    let (block, sent) = pattern(1 << 20, 1, mb);
+    let t = ctcp_runtime::clock::now();
+    push_pattern(sink, sink, block, mb, None).await?;
+    let (n, got) = results.recv().await.context("sink")?;
+    let secs = t.elapsed().as_secs_f64();
+    if n != total || got != sent {
+        bail!("direct bulk transfer corrupted: {n} of {total} bytes");
+    }
+    let bulk = total as f64 / secs / 1e6;
+    let mut line = format!("direct TCP: bulk {mb} MiB {bulk:.1} MB/s");
+    if streams > 0 {
+        let kib: u64 = std::env::var("STREAM_KIB").map_or(Ok(1024), |s| s.parse())?;
+        let per = kib * 1024;
+        let (block, digest) = pattern(per as usize, 2, 1);
+        let via = vec![sink; streams];
+        let p = run_gated(&via, sink, &block, 1, digest, results, progress).await?;
+        let all = per * streams as u64;
+        let aggregate = all as f64 / p.data_secs / 1e6;
+        let moving = p.first_bytes as f64 / p.first_secs / 1e6;
+        line += &format!(
+            "; {streams} concurrent streams x {kib} KiB: all moving {moving:.1} MB/s ({:.2} x the bulk stream), whole {aggregate:.1} MB/s ({:.2} x); all SHA-256 ok",
+            moving / bulk,
+            aggregate / bulk
+        );
+    }
+    println!("{line}");
     Ok(())
 }
 
@@ -474,6 +521,9 @@ async fn main() -> anyhow::Result<()> {
             (r1 - r0) / p.data_secs,
             (f1 - f0 + r1 - r0 + g1 - g0) / p.data_secs
         );
+    }
+    if std::env::var("DIRECT").is_ok_and(|v| v == "1") {
+        direct_baseline(mb, streams, sink, &mut results, &progress).await?;
     }
     if soak_secs > 0 {
         let pids = (fwd.0.id(), rev.0.id());
