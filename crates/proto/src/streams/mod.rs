@@ -7,9 +7,9 @@
 //!
 //! Everything per packet costs the streams the packet touches, not the streams the
 //! session holds: streams with a frame to send wait in a ready queue (round robin over
-//! it), the bytes buffered over all streams are counted exactly as they come and go, and
-//! a blocked writer is woken by its own stream draining, or once per refill of the
-//! session budget.
+//! it; a stream that was idle goes first, fq_codel's new-flow rule), the bytes buffered
+//! over all streams are counted exactly as they come and go, and a blocked writer is
+//! woken by its own stream draining, or once per refill of the session budget.
 
 use crate::config::TransportConfig;
 use crate::connection::{ConnectionError, Event, Side, StreamApiError};
@@ -33,7 +33,8 @@ struct Stream {
     write_blocked: bool,
     /// In `Streams::budget_waiters`: a write was cut short by the session budget.
     budget_waiting: bool,
-    /// In `Streams::ready` (may linger there after its frames are gone).
+    /// In `Streams::ready` or `Streams::sparse` (may linger there after its frames are
+    /// gone).
     queued: bool,
     read_notified: bool,
 }
@@ -110,10 +111,15 @@ pub(crate) struct Streams {
     /// data. Holds every such stream once (`Stream::queued`), and possibly ids whose
     /// frames are gone or whose stream was forgotten (dropped when they come up).
     ready: VecDeque<StreamId>,
+    /// Streams that had nothing queued and now have a frame: served before `ready` for
+    /// one turn, then they join it. An interactive stream's request then waits for one
+    /// symbol, not for a turn of every bulk stream.
+    sparse: VecDeque<StreamId>,
     /// Streams whose last write the session budget cut short, woken in order once the
     /// budget has room again (`Stream::budget_waiting`).
     budget_waiters: VecDeque<StreamId>,
-    /// Bytes the stream at the front of `ready` has sent in its current turn.
+    /// Bytes the stream being served (the front of `sparse`, else of `ready`) has sent in
+    /// its current turn.
     turn_sent: usize,
     peer_max_data: u64,
     data_sent: u64,
@@ -144,6 +150,7 @@ impl Streams {
             highest_peer: None,
             control: VecDeque::new(),
             ready: VecDeque::new(),
+            sparse: VecDeque::new(),
             budget_waiters: VecDeque::new(),
             turn_sent: 0,
             peer_max_data: config.session_window,

@@ -25,12 +25,18 @@ fn with_streams(config: &TransportConfig, n: usize) -> (Streams, Vec<StreamId>) 
 }
 
 /// What holds between any two calls: the budget's count is exact, every stream with a
-/// frame waits in the ready queue exactly once, and both queues stay bounded.
+/// frame waits in the turn order (`ready` or `sparse`) exactly once, and the queues stay
+/// bounded.
 fn check(st: &Streams) {
     let pending: usize = st.map.values().map(|s| s.send.buffered()).sum();
     assert_eq!(st.send_buffered, pending, "budget count drifted");
     for (id, s) in &st.map {
-        let times = st.ready.iter().filter(|r| *r == id).count();
+        let times = st
+            .ready
+            .iter()
+            .chain(&st.sparse)
+            .filter(|r| *r == id)
+            .count();
         assert_eq!(
             times,
             usize::from(s.queued),
@@ -47,7 +53,7 @@ fn check(st: &Streams) {
             "stream {id} waits {waits} times"
         );
     }
-    assert!(st.ready.len() <= 2 * st.map.len() + 16);
+    assert!(st.ready.len() + st.sparse.len() <= 2 * st.map.len() + 16);
     assert!(st.budget_waiters.len() <= 2 * st.map.len() + 16);
 }
 
@@ -120,6 +126,79 @@ fn streams_with_data_take_turns_of_turn_bytes_each() {
         );
     }
     assert_eq!(got.iter().map(|g| g.2.len()).sum::<usize>(), 50 * 20_000);
+}
+
+#[test]
+fn a_stream_that_was_idle_goes_before_the_bulk_streams_turns() {
+    let config = TransportConfig::default();
+    let (mut st, ids) = with_streams(&config, 9);
+    let (bulk, quiet) = (&ids[..8], ids[8]);
+    for &id in bulk {
+        st.write(id, &data(id, 0, 60_000), &config).unwrap();
+    }
+    let (mut events, mut got) = (VecDeque::new(), Vec::new());
+    // Every bulk stream has had its first turn (each was new once) and waits in `ready`.
+    for _ in 0..60 {
+        symbol(&mut st, &config, CAP, &mut events, &mut got);
+    }
+    assert!(st.sparse.is_empty());
+    // A request on an idle stream: the next symbol carries it, ahead of the bulk
+    // streams' turns (about 40 symbols in round robin).
+    st.write(quiet, &data(quiet, 0, 300), &config).unwrap();
+    got.clear();
+    symbol(&mut st, &config, CAP, &mut events, &mut got);
+    check(&st);
+    assert_eq!(got[0], (quiet, 0, data(quiet, 0, 300)), "{:?}", got[0].0);
+    // Its turn over, it is an ordinary stream: a second write waits for its round.
+    st.write(quiet, &data(quiet, 300, 300), &config).unwrap();
+    got.clear();
+    symbol(&mut st, &config, CAP, &mut events, &mut got);
+    assert!(got.iter().all(|g| g.0 != quiet), "no second priority turn");
+    check(&st);
+}
+
+#[test]
+fn a_bulk_stream_refilled_within_its_round_is_not_new() {
+    let config = TransportConfig::default();
+    let (mut st, ids) = with_streams(&config, 3);
+    let (a, b) = (ids[0], ids[1]);
+    st.write(a, &data(a, 0, 2_000), &config).unwrap();
+    st.write(b, &data(b, 0, 40_000), &config).unwrap();
+    let (mut events, mut got) = (VecDeque::new(), Vec::new());
+    // `a` runs dry in its first turn, `b` is in the middle of its own.
+    for _ in 0..2 {
+        symbol(&mut st, &config, CAP, &mut events, &mut got);
+    }
+    assert_eq!(st.map[&a].send.buffered(), 0);
+    // Its writer refills it before its place comes round again: it keeps that place.
+    st.write(a, &data(a, 2_000, 2_000), &config).unwrap();
+    assert!(
+        !st.sparse.contains(&a),
+        "a refilled bulk stream jumped the queue"
+    );
+    assert!(st.ready.contains(&a));
+    check(&st);
+    // An idle third stream still goes ahead of it (after `b`'s first turn, new too).
+    let c = ids[2];
+    st.write(c, &data(c, 0, 100), &config).unwrap();
+    got.clear();
+    while symbol(&mut st, &config, CAP, &mut events, &mut got) {
+        check(&st);
+    }
+    let first = |id| got.iter().position(|g| g.0 == id).unwrap();
+    assert!(
+        first(c) < first(a),
+        "{:?}",
+        got.iter().map(|g| g.0).collect::<Vec<_>>()
+    );
+    let moved = |id| {
+        got.iter()
+            .filter(|g| g.0 == id)
+            .map(|g| g.2.len())
+            .sum::<usize>()
+    };
+    assert_eq!(moved(a), 2_000, "the refill is sent");
+    check(&st);
 }
 
 #[test]

@@ -1,5 +1,12 @@
-//! Whose turn it is: the ready queue that fills a symbol with stream data round robin,
+//! Whose turn it is: the ready queues that fill a symbol with stream data round robin,
 //! and each stream's share of the session's send budget.
+//!
+//! A stream that had nothing to send and now has a frame goes to `sparse`, served before
+//! `ready`, for one turn (fq_codel's new flows): a request or a keystroke waits for the
+//! symbol being built, not for a turn of every bulk stream, which at a satellite return
+//! link's 1–2 Mbit/s is a quarter of a second behind eight of them. A stream that runs out
+//! of data keeps its place in `ready` for one more round, so a bulk stream whose writer
+//! refills it within a round never counts as new.
 
 use super::{Streams, MIN_STREAM_SHARE};
 
@@ -20,8 +27,8 @@ impl Streams {
         (config.session_send_buffer / self.map.len().max(1)).max(MIN_STREAM_SHARE)
     }
 
-    /// Puts a stream that has a frame to send at the back of the turn order, unless it
-    /// already waits there.
+    /// Gives a stream that has a frame to send a turn: at the back of `sparse` if it was
+    /// idle (in neither queue), else it already waits for one.
     pub(super) fn mark_ready(&mut self, id: StreamId) {
         let Some(s) = self.map.get_mut(&id) else {
             return;
@@ -30,13 +37,46 @@ impl Streams {
             return;
         }
         s.queued = true;
-        self.ready.push_back(id);
-        if self.ready.len() > 2 * self.map.len() + 16 {
-            // Ids of forgotten streams that never came up again: drop them so the queue
-            // stays bounded by the open streams.
+        self.sparse.push_back(id);
+        let bound = 2 * self.map.len() + 16;
+        if self.sparse.len() + self.ready.len() > bound {
+            // Ids of forgotten streams that never came up again: drop them so the queues
+            // stay bounded by the open streams.
             let map = &self.map;
-            self.ready
-                .retain(|id| map.get(id).is_some_and(|s| s.queued));
+            let keep = |id: &StreamId| map.get(id).is_some_and(|s| s.queued);
+            self.ready.retain(keep);
+            self.sparse.retain(keep);
+        }
+    }
+
+    /// The queue whose front is served next: `sparse` while it holds a stream.
+    fn turn_queue(&mut self) -> &mut VecDeque<StreamId> {
+        if self.sparse.is_empty() {
+            &mut self.ready
+        } else {
+            &mut self.sparse
+        }
+    }
+
+    /// Ends the turn of the stream at the front of the queue being served: a sparse
+    /// stream joins the back of `ready` (even if it ran dry: see the module doc), a ready
+    /// one goes round to its back.
+    fn end_turn(&mut self) {
+        self.turn_sent = 0;
+        if let Some(id) = self.sparse.pop_front() {
+            self.ready.push_back(id);
+        } else {
+            self.ready.rotate_left(1);
+        }
+    }
+
+    /// Takes the front of the queue being served out of the turn order: its stream is gone
+    /// or has nothing left to send.
+    fn drop_turn(&mut self) {
+        self.turn_sent = 0;
+        let id = self.turn_queue().pop_front();
+        if let Some(s) = id.and_then(|id| self.map.get_mut(&id)) {
+            s.queued = false;
         }
     }
 
@@ -56,25 +96,22 @@ impl Streams {
         events: &mut VecDeque<Event>,
     ) {
         let mut open_tail = None;
-        // Each queued stream comes up at most once, so a session out of credit ends the
-        // pass instead of turning the queue round for ever.
-        let mut turns = self.ready.len();
+        // Each queued stream comes up at most once (twice if its sparse turn ends), so a
+        // session out of credit ends the pass instead of turning the queue round for ever.
+        let mut turns = self.ready.len() + 2 * self.sparse.len();
         while turns > 0 {
             turns -= 1;
-            let Some(&id) = self.ready.front() else {
+            let Some(&id) = self.turn_queue().front() else {
                 break;
             };
             let room = cap.saturating_sub(payload.len());
             let session_credit = self.peer_max_data.saturating_sub(self.data_sent) as usize;
             let Some(s) = self.map.get_mut(&id) else {
-                self.ready.pop_front();
-                self.turn_sent = 0;
+                self.drop_turn();
                 continue;
             };
             if !s.send.has_frame() {
-                s.queued = false;
-                self.ready.pop_front();
-                self.turn_sent = 0;
+                self.drop_turn();
                 continue;
             }
             let header = frame::stream_last_header_len(id, s.send.offset);
@@ -83,9 +120,8 @@ impl Streams {
             }
             let max = (room - header).min(session_credit);
             if max == 0 && !(s.send.fin_requested && s.send.buffered() == 0) {
-                // Out of session credit: its turn passes, its place in the queue holds.
-                self.ready.rotate_left(1);
-                self.turn_sent = 0;
+                // Out of session credit: its turn passes, its place in the order holds.
+                self.end_turn();
                 continue;
             }
             let (offset, n, fin) = s.send.peek_frame(max);
@@ -108,13 +144,9 @@ impl Streams {
                 }
             }
             self.turn_sent += n;
-            if !s.send.has_frame() {
-                s.queued = false;
-                self.ready.pop_front();
-                self.turn_sent = 0;
-            } else if self.turn_sent >= TURN_BYTES {
-                self.ready.rotate_left(1);
-                self.turn_sent = 0;
+            // A stream that ran dry keeps its place for a round (the module doc says why).
+            if !s.send.has_frame() || self.turn_sent >= TURN_BYTES {
+                self.end_turn();
             }
             self.maybe_forget(id);
             if ends_payload {
