@@ -1042,7 +1042,33 @@ pub fn run_fairness_offset(
     measure: Duration,
     cubic_start: Duration,
 ) -> Result<(f64, f64), SimError> {
-    let mut run = FairnessRun::new(rate_bps, rtt, config, seed, cubic_start);
+    let run = FairnessRun::new(rate_bps, rtt, config, seed, cubic_start);
+    measure_fairness(run, warmup, measure)
+}
+
+/// [`run_fairness_offset`] on the bottleneck `spec` (see [`FairnessRun::on_link`]): a
+/// jittery or lossy shared link.
+///
+/// # Errors
+/// Fails if the simulation hits its step bound.
+pub fn run_fairness_offset_on(
+    spec: &LinkSpec,
+    config: TransportConfig,
+    seed: Seed,
+    warmup: Duration,
+    measure: Duration,
+    cubic_start: Duration,
+) -> Result<(f64, f64), SimError> {
+    let run = FairnessRun::on_link(spec, config, seed, cubic_start);
+    measure_fairness(run, warmup, measure)
+}
+
+/// Runs `run` through `warmup`, then returns each flow's goodput (bit/s) over `measure`.
+fn measure_fairness(
+    mut run: FairnessRun,
+    warmup: Duration,
+    measure: Duration,
+) -> Result<(f64, f64), SimError> {
     run.sim.set_step_limit(200_000_000);
     run.sim.run_until(run.start + warmup)?;
     let (c0, t0) = run.delivered();
@@ -1076,9 +1102,26 @@ impl FairnessRun {
         seed: Seed,
         cubic_start: Duration,
     ) -> Self {
+        Self::on_link(&LinkSpec::new(rate_bps, rtt), config, seed, cubic_start)
+    }
+
+    /// [`FairnessRun::new`] with the shared bottleneck `spec` (its rate, delay, queue,
+    /// loss and jitter apply to both flows' data alike); the return paths are ten times
+    /// its rate at its RTT, without its impairments.
+    ///
+    /// # Panics
+    /// If `spec` has no rate: a shared bottleneck needs one.
+    pub fn on_link(
+        spec: &LinkSpec,
+        config: TransportConfig,
+        seed: Seed,
+        cubic_start: Duration,
+    ) -> Self {
+        #[allow(clippy::expect_used)] // a caller's mistake, not an input: say so at once
+        let rate_bps = spec.rate_bps.expect("a fairness bottleneck has a rate");
+        let rtt = spec.one_way_delay * 2;
         let mut sim = Sim::with_seed(seed);
         let start = sim.now();
-        let spec = LinkSpec::new(rate_bps, rtt);
         // One shared bottleneck: both flows' forward paths use the same nodes.
         let fwd_nodes = spec.build_nodes(&mut sim);
         let fwd_a = sim.add_path(fwd_nodes.iter().copied());
