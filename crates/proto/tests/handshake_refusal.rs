@@ -178,7 +178,7 @@ fn windows_are_negotiated_down_and_the_session_carries_data() {
         let Some(c) = p.srv.connection_mut(sh) else {
             break;
         };
-        while let Ok(ReadOutcome::Data(n)) = c.read(id, &mut buf) {
+        while let Ok(ReadOutcome::Data(n)) = c.read(p.now, id, &mut buf) {
             got.extend_from_slice(&buf[..n]);
         }
         if got.len() == data.len() {
