@@ -18,8 +18,9 @@ const AUTOTUNE_GROWTH: u64 = 2;
 /// `tcp_rcv_space_adjust`: over each smoothed round trip it counts the bytes the
 /// application read beyond those already readable when the round trip began; when that
 /// beats the best earlier round trip (at first, half the window), the window grows to
-/// [`AUTOTUNE_GROWTH`] times it, plus as much again in proportion to the increase (a
-/// sender still ramping up doubles next round trip). Bytes that waited readable do not
+/// [`AUTOTUNE_GROWTH`] times it, plus twice that in proportion to the increase, at most
+/// one doubling's worth (a sender still ramping up doubles next round trip); it grows
+/// during the round trip, as the count rises. Bytes that waited readable do not
 /// count: a reader that lags is the bottleneck, more credit would only queue bytes in
 /// front of it, and its catching up (a relay's next segment opening, say) is no sign of
 /// a fast one. The window never shrinks (the peer may already use granted credit) and
