@@ -38,10 +38,12 @@ pub struct TransportConfig {
     /// Receive-credit autotuning (default off). The handshake offers
     /// [`AUTOTUNE_INITIAL_CREDIT`] per stream and [`AUTOTUNE_SESSION_FLOOR`] per session
     /// as the initial credit; after that a stream's credit runs a window ahead of the read
-    /// point that starts at [`AUTOTUNE_STREAM_FLOOR`] and grows, Linux-style, once the
-    /// application reads more than half of it within a smoothed round trip (bytes that
-    /// waited readable do not count), to twice a round trip's reads (more while they
-    /// still rise), at most `stream_window`; the session's runs the open streams' windows
+    /// point that starts at [`AUTOTUNE_STREAM_FLOOR`], or at twice the incoming path's
+    /// bandwidth-delay product as the handshake train measured it if that is more, and
+    /// grows, Linux-style, once the application reads more than half of it within a
+    /// smoothed round trip (bytes that waited readable do not count), to three times a
+    /// round trip's reads (more while they still rise), at most `stream_window`; the
+    /// session's runs the open streams' windows
     /// summed ahead, at least its floor, at most `session_window`. Windows never shrink
     /// and granted credit is never taken back. A relay turns it on for its segments: it
     /// then holds per stream about what the next segment drains in a couple of round

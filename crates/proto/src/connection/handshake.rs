@@ -379,6 +379,7 @@ impl Connection {
                 rtt_ms = rtt.as_secs_f64() * 1e3,
                 "handshake train measured"
             );
+            self.streams.note_incoming_path(bytes_per_s, rtt);
             self.streams.push_control(OwnedFrame::Path {
                 rate: bytes_per_s as u64,
                 rtt_us: rtt.as_micros().clamp(1, u128::from(u64::MAX)) as u64,

@@ -41,12 +41,13 @@ struct Stream {
 
 impl Stream {
     /// A stream whose halves start with `credit` bytes of credit each way (the
-    /// handshake's agreed value); the receive half then grants up to its own window.
-    fn new(config: &TransportConfig, credit: u64) -> Self {
+    /// handshake's agreed value); the receive half then grants up to its own window,
+    /// which with autotuning starts at the larger of the floor and `start_window`.
+    fn new(config: &TransportConfig, credit: u64, start_window: u64) -> Self {
         let window = if config.credit_autotune {
-            config
-                .stream_window
-                .min(crate::config::AUTOTUNE_STREAM_FLOOR)
+            crate::config::AUTOTUNE_STREAM_FLOOR
+                .max(start_window)
+                .min(config.stream_window)
         } else {
             config.stream_window
         };
@@ -144,6 +145,9 @@ pub(crate) struct Streams {
     stream_credit: u64,
     /// The credit the session started with in both directions, settled likewise.
     session_credit: u64,
+    /// With autotuning, the window new streams start from if above the floor: twice the
+    /// incoming path's bandwidth-delay product as the handshake measured it (0 unknown).
+    start_window: u64,
     /// Bytes queued on all streams and not yet framed, exactly; checked against
     /// `config.session_send_buffer`.
     send_buffered: usize,
@@ -181,25 +185,11 @@ impl Streams {
             stream_windows: 0,
             stream_credit: offer.stream_window,
             session_credit: offer.session_window,
+            start_window: 0,
             send_buffered: 0,
             budget_blocked: false,
             limit_logged: false,
         }
-    }
-
-    /// Negotiated parameters before any stream exists: the session's credit both ways
-    /// restarts at `session_credit`, and every stream's will start at `stream_credit`.
-    pub(crate) fn apply_initial_credit(&mut self, stream_credit: u64, session_credit: u64) {
-        self.peer_max_data = session_credit;
-        self.local_max_data = session_credit;
-        self.stream_credit = stream_credit;
-        self.session_credit = session_credit;
-    }
-
-    /// The initial credits, per stream and per session, as settled by the handshake (or
-    /// this end's offer before it is).
-    pub(crate) fn initial_credit(&self) -> (u64, u64) {
-        (self.stream_credit, self.session_credit)
     }
 
     /// Open streams.
@@ -231,11 +221,16 @@ impl Streams {
         }
     }
 
-    /// Adds a stream (local or the peer's) with the session's initial credit.
+    /// Adds a stream (local or the peer's, its OPEN already queued or received) with the
+    /// session's initial credit, and grants its own window at once if that is larger.
     fn insert(&mut self, id: StreamId, config: &TransportConfig) {
-        let s = Stream::new(config, self.stream_credit);
+        let mut s = Stream::new(config, self.stream_credit, self.start_window);
         if config.credit_autotune {
             self.stream_windows += s.recv.window();
+        }
+        if let Some(max) = s.recv.open_window() {
+            self.control
+                .push_back(OwnedFrame::MaxStreamData { id, max });
         }
         self.map.insert(id, s);
     }
@@ -260,8 +255,10 @@ impl Streams {
         }
         let id = self.next_local;
         self.next_local += 2;
-        self.insert(id, config);
+        // The OPEN goes first: a credit update for a stream the peer does not know yet
+        // would be dropped.
         self.control.push_back(OwnedFrame::Open { id, target });
+        self.insert(id, config);
         Ok(id)
     }
 
@@ -565,6 +562,7 @@ impl Streams {
     }
 }
 
+mod credit;
 #[cfg(test)]
 mod tests;
 mod turns;

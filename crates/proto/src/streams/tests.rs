@@ -359,7 +359,8 @@ fn without_autotuning_credit_starts_at_the_configured_windows() {
 #[test]
 fn a_receiver_grants_its_own_window_beyond_the_agreed_initial_credit() {
     // The peer offered less than this end's windows (an autotuning relay, say): streams
-    // start at the agreed credit, and the first read grants this end's own window.
+    // start at the agreed credit, a new stream is granted this end's own window at once,
+    // and the session's own window follows from the first read.
     let config = TransportConfig::default();
     let t0 = crate::test_clock::base();
     let mut st = Streams::new(Side::Server, 1, &config);
@@ -377,12 +378,13 @@ fn a_receiver_grants_its_own_window_beyond_the_agreed_initial_credit() {
         1 << 20,
         "our sending starts at the agreed"
     );
+    assert_eq!(credit_frames(&st), vec![(Some(0), config.stream_window)]);
     let out = st.read(t0, SRTT, 0, &mut [0; 1000], &config).unwrap();
     assert_eq!(out, ReadOutcome::Data(1000));
     assert_eq!(
         credit_frames(&st),
         vec![
-            (Some(0), 1000 + config.stream_window),
+            (Some(0), config.stream_window),
             (None, 1000 + config.session_window)
         ]
     );
@@ -439,4 +441,28 @@ fn autotuned_offers_start_small_and_the_session_follows_the_streams() {
         "the session makes room for the stream"
     );
     assert!(st.local_max_data >= st.map[&0].recv.max_data);
+}
+
+#[test]
+fn a_measured_path_widens_autotuned_streams_to_twice_its_bdp() {
+    let config = TransportConfig {
+        credit_autotune: true,
+        ..TransportConfig::default()
+    };
+    let (mut st, ids) = with_streams(&config, 1);
+    let floor = crate::config::AUTOTUNE_STREAM_FLOOR;
+    assert_eq!(st.map[&ids[0]].recv.window(), floor);
+    // 10 Mbit/s and 600 ms: a 750 kB product.
+    st.note_incoming_path(1.25e6, std::time::Duration::from_millis(600));
+    let want = 1_500_000;
+    assert_eq!(st.map[&ids[0]].recv.window(), want, "an open stream widens");
+    assert_eq!(st.stream_windows, want);
+    assert_eq!(credit_frames(&st), vec![(Some(ids[0]), want)]);
+    let id = st.open(target(), &config).unwrap();
+    assert_eq!(st.map[&id].recv.window(), want, "a new one starts there");
+    // A short path's product is below the floor: the floor stays.
+    let mut st2 = Streams::new(Side::Client, 2, &config);
+    st2.note_incoming_path(6.25e6, std::time::Duration::from_millis(20));
+    let id = st2.open(target(), &config).unwrap();
+    assert_eq!(st2.map[&id].recv.window(), floor);
 }
