@@ -31,10 +31,15 @@ impl Streams {
             return;
         }
         // Saturating float-to-int conversion; the window is capped where it is used.
-        self.start_window = (2.0 * bdp) as u64;
+        let start = (2.0 * bdp) as u64;
+        if start <= self.start_window {
+            // Windows never shrink, and a repeated measurement costs no pass over the
+            // streams.
+            return;
+        }
+        self.start_window = start;
         // Streams opened before the measurement came (a client that opens as soon as the
-        // handshake ends): once per session, while they are few.
-        // Untuned streams are left as they are.
+        // handshake ends), while they are few; untuned streams are left as they are.
         for (&id, s) in &mut self.map {
             let before = s.recv.window();
             if !s.recv.widen(self.start_window) {
