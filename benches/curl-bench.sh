@@ -6,7 +6,8 @@
 # RELAYS=N puts N relays (`ctcp-reverse --next-hop`) between them: forward → relay → … →
 # reverse, one segment more per relay (each its own session; the same key on all of them).
 # DIRECT=1 also fetches the file straight from the origin (loopback TCP, no proxies) in the
-# same run and prints that rate and the tunnel's share of it.
+# same run, into a file as the tunnel's download is, and prints that rate and the tunnel's
+# share of it.
 # PERF=1 (root, perf installed) counts each proxy's CPU time, context switches and syscalls
 # (UDP sends and receives, epoll waits, eventfd wake-ups, TCP reads and writes) during the
 # download with `perf stat` and prints them per 100 MiB.
@@ -92,8 +93,12 @@ if [ "$BOUND" = 1 ]; then
 fi
 if [ "$DIRECT" = 1 ]; then
   o0=$(cpu $origin); children_cpu; c0=$children
-  direct=$(curl -sf -o /dev/null -w '%{speed_download}' "$url")
+  # Written to a file like the tunnel's download (and checked), so both fetches do the
+  # same client work: curl's writes to /dev/null cost less than a file's.
+  rm -f "$dir/got"
+  direct=$(curl -sf -o "$dir/got" -w '%{speed_download}' "$url")
   o1=$(cpu $origin); children_cpu; c1=$children
+  [ "$(sha256sum < "$dir/got")" = "$(sha256sum < "$dir/file")" ] || { echo "SHA-256 MISMATCH (direct)" >&2; exit 1; }
   awk -v r="$rate" -v d="$direct" 'BEGIN { printf "direct loopback TCP: %.1f MB/s; tunnel / direct = %.2f\n", d / 1e6, r / d }'
   if [ "$BOUND" = 1 ]; then
     awk -v mb="$MB" -v o="$((o1 - o0))" -v c="$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }')" -v cores="$(nproc)" 'BEGIN {

@@ -28,7 +28,8 @@
 # handshake's). KEEP=1 keeps the run's directory, with both proxies' metrics after each
 # family (dns-MODE-FAMILY.forward-metrics, .reverse-metrics: which direction lost a query,
 # and whether it expired before it was sent); LOG=debug and RLOG=debug raise the
-# forward's and the reverse's log levels.
+# forward's and the reverse's log levels; CAPTURE=1 (needs tcpdump) captures the client's
+# veth on both sides during each family's queries.
 #   sudo benches/gateway-bench.sh --modes tproxy --workloads dns --dns 1000 --rtt 500 \
 #        --loss 0.10 --kernel-secs 0
 #
@@ -118,6 +119,12 @@ ip -n "$NS_A" addr add 10.200.1.1/24 dev f0; ip -n "$NS_A" addr add fd00:c7::1/6
 ip -n "$NS_C" link set c0 up; ip -n "$NS_A" link set f0 up
 ip -n "$NS_C" route add default via 10.200.1.1; ip -n "$NS_C" -6 route add default via fd00:c7::1
 ip -n "$NS_B" addr add 10.200.9.1/32 dev lo; ip -n "$NS_B" addr add fd00:c9::1/128 dev lo nodad
+# Until the fresh veth answers neighbour discovery, the client's first solicitation for its
+# gateway goes unanswered and is retried a second later: without this wait, a workload
+# started at once (the DNS one, on IPv6) measured that second as the tunnel's.
+for gw in 10.200.1.1 fd00:c7::1; do
+	for _ in $(seq 50); do ip netns exec "$NS_C" ping -c 1 -W 1 "$gw" > /dev/null 2>&1 && break; sleep 0.1; done
+done
 
 # Servers in B: HTTP (python's http.server, dual-stack on ::) and rsyncd.
 (cd "$dir/www" && exec ip netns exec "$NS_B" python3 -m http.server "$HTTP" --bind :: >/dev/null 2>&1) &
@@ -212,20 +219,30 @@ rsync_row() { # mode family host
 host() { [ "$1" = 4 ] && echo 10.200.9.1 || echo "[fd00:c9::1]"; }
 
 dns_row() { # mode family server: DNS queries through the gateway, one try each
-	local mode=$1 fam=$2 server=$3 kind=A
-	[ "$fam" = ipv6 ] && kind=AAAA
-	export NS_C server kind
+	local mode=$1 fam=$2 server=$3 kind=A src=10.200.1.2
+	[ "$fam" = ipv6 ] && kind=AAAA src=fd00:c7::2
+	export NS_C server kind src
 	[ "$DNS_WARMUP" -gt 0 ] && seq "$DNS_WARMUP" | xargs -P "$DNS_PAR" -I{} \
 		ip netns exec "$NS_C" dig +tries=1 +time=3 +notcp "@$server" www.ctcp.test "$kind" > /dev/null 2>&1 || true
+	# CAPTURE=1: packet captures of the LAN veth on both sides ($dir/c0-FAMILY.pcap,
+	# f0-FAMILY.pcap; with KEEP=1), started CAPTURE_WAIT seconds (0.5) before the queries.
+	if [ -n "${CAPTURE:-}" ]; then
+		ip netns exec "$NS_C" tcpdump -i c0 -n -tt -w "$dir/c0-$fam.pcap" > /dev/null 2>&1 & pids+=($!)
+		ip netns exec "$NS_A" tcpdump -i f0 -n -tt -w "$dir/f0-$fam.pcap" > /dev/null 2>&1 & pids+=($!)
+		sleep ${CAPTURE_WAIT:-0.5}
+	fi
 	# One line per query: its number and latency in ms, or "lost" (no answer within 3 s).
+	# Each query asks from a source port of its own: dig's random ports repeat (19 in 1,000),
+	# and two digs on one port at once (their sockets allow it) had the first one's answer
+	# delivered to the second, which dropped it, so the first counted as lost.
 	seq "$DNS" | xargs -P "$DNS_PAR" -I{} sh -c \
-		'out=$(ip netns exec "$NS_C" dig +tries=1 +time=3 +notcp "@$server" www.ctcp.test "$kind" 2>&1)
+		'out=$(ip netns exec "$NS_C" dig -b "$src#$((20000 + {} % 40000))" +tries=1 +time=3 +notcp "@$server" www.ctcp.test "$kind" 2>&1)
 		 case "$out" in *"status: NOERROR"*"ANSWER SECTION"*) echo "{} $(echo "$out" | sed -n "s/^;; Query time: \([0-9]*\) msec.*/\1/p")" ;; *) echo "{} lost" ;; esac' \
 		> "$dir/dns-$mode-$fam.txt"
-	in_ns "$NS_A" curl -s http://127.0.0.1:9100/metrics | grep '^ctcp_udp_' > "$dir/dns-$mode-$fam.metrics" || true
 	# Both ends' full metrics (KEEP=1 keeps them): which direction lost a query, and where.
 	in_ns "$NS_A" curl -s http://127.0.0.1:9100/metrics > "$dir/dns-$mode-$fam.forward-metrics" || true
 	in_ns "$NS_B" curl -s http://127.0.0.1:9101/metrics > "$dir/dns-$mode-$fam.reverse-metrics" || true
+	grep '^ctcp_udp_' "$dir/dns-$mode-$fam.forward-metrics" > "$dir/dns-$mode-$fam.metrics" || true
 	python3 - "$dir/dns-$mode-$fam.txt" "$mode" "$fam" "$RTT" "$LOSS" "$SEED" "$DNS_PAR" "$DNS_WARMUP" >> "$OUT.tmp" <<'PY'
 import json, sys
 path, mode, fam, rtt, loss, seed, par, warm = sys.argv[1:]

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// Connects to `target` through the SOCKS5 server at `socks` (no authentication).
 ///
@@ -88,7 +88,8 @@ pub async fn counting_sink() -> io::Result<(
     tokio::sync::mpsc::UnboundedReceiver<(u64, [u8; 32])>,
     Arc<SinkProgress>,
 )> {
-    let l = TcpListener::bind("127.0.0.1:0").await?;
+    // The gateway's backlog: 1,000 streams connect to the sink at once.
+    let l = ctcp_runtime::listen::bind(SocketAddr::from(([127, 0, 0, 1], 0)))?;
     let addr = l.local_addr()?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let progress = Arc::new(SinkProgress::default());

@@ -65,6 +65,7 @@ async fn run() -> anyhow::Result<()> {
     }
     let log = app::init_logging(&cfg.log);
     notes.log();
+    app::raise_open_file_limit_logged();
     // Before the proxy says it started, so that no signal sent after that line is lost.
     let signals = ctcp_runtime::signals::Signals::install().ok();
     let running = ctcp_runtime::start_forward(settings)

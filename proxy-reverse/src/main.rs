@@ -67,6 +67,7 @@ fn run() -> anyhow::Result<()> {
     }
     let log = app::init_logging(&cfg.log);
     notes.log();
+    app::raise_open_file_limit_logged();
     // One runtime thread per shard: the shards' driver tasks then run side by side.
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(settings.workers)

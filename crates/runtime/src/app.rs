@@ -43,6 +43,38 @@ pub fn init_logging(log: &LogConfig) -> LogHandle {
     handle
 }
 
+/// Most open files asked for: the kernel's default `fs.nr_open`, above which `setrlimit`
+/// fails even for root.
+const MAX_OPEN_FILES: u64 = 1 << 20;
+
+/// Raises the soft open-file limit to the hard one (at most [`MAX_OPEN_FILES`]), as Go's
+/// runtime and nginx's `worker_rlimit_nofile` do: every stream holds a socket, and a proxy
+/// started outside the packaged units (which set `LimitNOFILE`) gets a soft limit of 1,024
+/// on most distributions, which its 500th concurrent stream would reach. Returns the old
+/// and new soft limits if it raised them.
+///
+/// # Errors
+/// If the limit cannot be read or set.
+pub fn raise_open_file_limit() -> io::Result<Option<(u64, u64)>> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(io::Error::from)?;
+    let target = hard.min(MAX_OPEN_FILES);
+    if soft >= target {
+        return Ok(None);
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, target, hard).map_err(io::Error::from)?;
+    Ok(Some((soft, target)))
+}
+
+/// [`raise_open_file_limit`], logged: debug when raised, a warning if it failed.
+pub fn raise_open_file_limit_logged() {
+    match raise_open_file_limit() {
+        Ok(Some((from, to))) => tracing::debug!(from, to, "raised the open-file limit"),
+        Ok(None) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit"),
+    }
+}
+
 /// Loads the key named by the config (or `CTCP_PSK`).
 ///
 /// # Errors

@@ -11,6 +11,7 @@ mod drain;
 pub mod driver;
 pub mod forward;
 pub mod keys;
+pub mod listen;
 pub mod live;
 pub mod metrics;
 pub mod notes;
@@ -349,13 +350,11 @@ pub async fn start_forward(s: ForwardSettings) -> Result<Running, RuntimeError> 
         Vec::new()
     };
     let peer = resolve::PeerResolver::new(s.peer.clone(), tunnel_addr, lookup, first);
-    let listener = tokio::net::TcpListener::bind(s.listen)
-        .await
-        .map_err(|source| RuntimeError::Bind {
-            what: "SOCKS listener",
-            addr: s.listen,
-            source,
-        })?;
+    let listener = listen::bind(s.listen).map_err(|source| RuntimeError::Bind {
+        what: "SOCKS listener",
+        addr: s.listen,
+        source,
+    })?;
     let local_addr = listener.local_addr()?;
     let gateway = match s.transparent_listen {
         None => None,

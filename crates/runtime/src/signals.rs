@@ -80,6 +80,8 @@ pub fn log_stats(driver: &Driver, loud: bool) {
                 streams,
                 srtt_ms = s.srtt.as_secs_f64() * 1e3,
                 cwnd = s.cwnd,
+                in_flight = s.in_flight,
+                slow_start = s.slow_start,
                 loss = s.loss_ratio(),
                 loss_estimate = s.loss,
                 repair_ratio = s.repairs_per_source(),

@@ -50,9 +50,6 @@ impl WarnEvery {
     }
 }
 
-/// Backlog of the transparent listener (a whole LAN's connections arrive here).
-const BACKLOG: i32 = 1024;
-
 /// The transparent listener and what it needs to read and check destinations.
 #[derive(Debug)]
 pub struct Gateway {
@@ -95,7 +92,8 @@ impl Gateway {
         }
         sock.set_nonblocking(true)?;
         sock.bind(&addr.into())?;
-        sock.listen(BACKLOG)?;
+        // A whole LAN's connections arrive here: the gateway's backlog, as i32 for socket2.
+        sock.listen(crate::listen::BACKLOG as i32)?;
         let listener = TcpListener::from_std(sock.into())?;
         let guard = LoopGuard {
             transparent: listener.local_addr()?,

@@ -12,6 +12,45 @@ pub(crate) const BATCH: usize = 32;
 /// Size of one receive buffer: room for a GRO train of datagrams.
 const RECV_BUF: usize = 64 * 1024;
 
+/// Kernel buffer asked for each way: a burst at 100 Mbit/s and more, or a driver task
+/// held off its core for tens of milliseconds, queues megabytes.
+const KERNEL_BUF: usize = 8 << 20;
+
+/// Gives the socket [`KERNEL_BUF`] each way. The kernel caps the ask at
+/// `net.core.rmem_max` / `wmem_max` (208 KiB on many distributions) unless the process may
+/// force it (`SO_RCVBUFFORCE`, CAP_NET_ADMIN); what it got is logged, with the fix, when it
+/// is less than half. Failures are not fatal: the transport repairs what a full buffer drops.
+fn size_kernel_buffers(state: &UdpSocketState, socket: &std::net::UdpSocket) {
+    use nix::sys::socket::{setsockopt, sockopt};
+    let _ = state.set_recv_buffer_size(socket.into(), KERNEL_BUF);
+    let _ = state.set_send_buffer_size(socket.into(), KERNEL_BUF);
+    // The kernel reports twice what was set (its bookkeeping overhead).
+    let got = |n: io::Result<usize>| n.map_or(0, |n| n / 2);
+    if got(state.recv_buffer_size(socket.into())) < KERNEL_BUF / 2 {
+        let _ = setsockopt(socket, sockopt::RcvBufForce, &KERNEL_BUF);
+    }
+    if got(state.send_buffer_size(socket.into())) < KERNEL_BUF / 2 {
+        let _ = setsockopt(socket, sockopt::SndBufForce, &KERNEL_BUF);
+    }
+    let (rcv, snd) = (
+        got(state.recv_buffer_size(socket.into())),
+        got(state.send_buffer_size(socket.into())),
+    );
+    // Once per process: every shard and path binds its own socket alike.
+    static TOLD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if (rcv < KERNEL_BUF / 2 || snd < KERNEL_BUF / 2)
+        && !TOLD.swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        tracing::info!(
+            receive = rcv,
+            send = snd,
+            wanted = KERNEL_BUF,
+            "UDP socket buffers are small: bursts at high rates may be dropped; raise \
+             net.core.rmem_max and net.core.wmem_max (e.g. sysctl -w net.core.rmem_max=8388608)"
+        );
+    }
+}
+
 /// A UDP socket with quinn-udp's batching and offload state.
 #[derive(Debug)]
 pub(crate) struct UdpIo {
@@ -25,9 +64,7 @@ impl UdpIo {
     pub(crate) fn new(socket: std::net::UdpSocket) -> io::Result<Self> {
         socket.set_nonblocking(true)?;
         let state = UdpSocketState::new((&socket).into())?;
-        // Large kernel buffers absorb bursts at high rates; failures are not fatal.
-        let _ = state.set_recv_buffer_size((&socket).into(), 8 << 20);
-        let _ = state.set_send_buffer_size((&socket).into(), 8 << 20);
+        size_kernel_buffers(&state, &socket);
         let socket = UdpSocket::from_std(socket)?;
         Ok(UdpIo {
             socket,

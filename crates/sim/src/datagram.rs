@@ -33,6 +33,9 @@ pub struct DatagramSpec {
     /// Datagrams sent at once in each slot (at least 1): requests from clients started
     /// together.
     pub burst: u32,
+    /// Mean time between a burst's datagrams (each gap drawn from `[0, 2 × burst_gap]`):
+    /// processes started together send a few milliseconds apart. Zero: all at once.
+    pub burst_gap: Duration,
 }
 
 /// What a datagram run measured.
@@ -83,8 +86,10 @@ pub struct DatagramPeer {
     /// The next datagram's slot (before its spread).
     next_slot: Option<Instant>,
     next_send: Option<Instant>,
-    /// Draws each burst's spread.
+    /// Draws each burst's spread and the gaps within it.
     rng: SimRng,
+    /// Datagrams of the current burst already sent.
+    in_burst: u32,
     /// Send time of each datagram, by number.
     sent_at: Vec<Instant>,
     /// Arrival time of each datagram, by number (receiver).
@@ -114,6 +119,7 @@ impl DatagramPeer {
             next_slot: None,
             next_send: None,
             rng: SimRng::seed_from_u64(seed),
+            in_burst: 0,
             sent_at: Vec::new(),
             arrived: Vec::new(),
             bad: 0,
@@ -153,14 +159,17 @@ impl DatagramPeer {
             return;
         };
         while at <= now && (self.sent_at.len() as u32) < spec.count {
-            for _ in 0..spec.burst.max(1) {
-                let n = self.sent_at.len() as u32;
-                if n >= spec.count {
-                    break;
+            let n = self.sent_at.len() as u32;
+            let _ = c.send_datagram(at, &payload(n, spec.size));
+            self.sent_at.push(at);
+            self.in_burst += 1;
+            if self.in_burst < spec.burst.max(1) {
+                if !spec.burst_gap.is_zero() {
+                    at += spec.burst_gap.mul_f64(2.0 * self.rng.gen::<f64>());
                 }
-                let _ = c.send_datagram(at, &payload(n, spec.size));
-                self.sent_at.push(at);
+                continue;
             }
+            self.in_burst = 0;
             slot += spec.interval;
             let max = spec.spread.min(spec.interval);
             at = slot + max.mul_f64(self.rng.gen::<f64>());

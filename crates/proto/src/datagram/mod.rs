@@ -36,14 +36,32 @@ pub(crate) const COVERAGE: u32 = 2;
 pub(crate) const SPARSE_PER_DEADLINE: u32 = 6;
 
 /// A sparse flow's datagram within a deadline / `BURST_GAP` of the one before belongs to
-/// its burst (`Datagrams::push`): well under the sparse spacing (a deadline /
-/// [`SPARSE_PER_DEADLINE`]), and above the few milliseconds apart that processes started
-/// together send in.
-pub(crate) const BURST_GAP: u32 = 4 * SPARSE_PER_DEADLINE;
+/// its burst (`Datagrams::push`): half the sparse spacing (a deadline /
+/// [`SPARSE_PER_DEADLINE`]), and above the 1–16 ms apart that processes started together
+/// send in (`dig` under `xargs -P 10`; 15 ms of a 175 ms deadline at 500 ms RTT).
+pub(crate) const BURST_GAP: u32 = 2 * SPARSE_PER_DEADLINE;
 
 /// Most datagrams of a sparse flow's burst that leave its interval alone: a flow that
 /// turns dense is known as dense this many datagrams later.
 pub(crate) const MAX_BURST: u32 = 16;
+
+/// The gap under which a datagram continues the burst before it, for a flow whose
+/// interval is `known` or not yet: a deadline / [`BURST_GAP`] once it is, and the sparse
+/// spacing (a deadline / [`SPARSE_PER_DEADLINE`]) before its first gap was measured.
+///
+/// Why the wider gap at first: a flow's first gap would otherwise set its interval alone,
+/// and the first queries of a gateway's DNS clients, started together but a few to 16 ms
+/// apart (process start-up), read as a dense flow and went out under the rate's thin
+/// protection (docs/experiments/udp-p99.md, "Session 21"); a dense flow is known as dense
+/// [`MAX_BURST`] datagrams later, and its first burst's repairs, still unsent, become the
+/// rate's credit (`TxCoder::settle`).
+fn burst_gap(deadline: Duration, known: bool) -> Duration {
+    if known {
+        deadline / BURST_GAP
+    } else {
+        deadline / SPARSE_PER_DEADLINE
+    }
+}
 
 /// Datagram symbols the sender holds for repairs (its window; the receiver holds twice).
 pub(crate) const TX_WINDOW: usize = 128;
@@ -172,6 +190,9 @@ pub(crate) struct Datagrams {
     /// Datagrams of a sparse flow's current burst that left the interval alone (see
     /// `push`).
     burst: u32,
+    /// A burst ran to [`MAX_BURST`] and the datagram after it came as close: the flow is
+    /// dense, and the burst's owed repairs become rate credit (see `poll_next`).
+    burst_overran: bool,
     /// When a repair for datagrams left unprotected is due (see `poll_next`).
     pub(crate) wakeup: Option<Instant>,
     pub(crate) stats: DatagramStats,
@@ -188,6 +209,7 @@ impl Datagrams {
             interval: None,
             last_queued: None,
             burst: 0,
+            burst_overran: false,
             wakeup: None,
             stats: DatagramStats::default(),
         }
@@ -211,9 +233,9 @@ impl Datagrams {
     pub(crate) fn push(&mut self, now: Instant, data: &[u8], cap: usize, deadline: Duration) {
         if let Some(last) = self.last_queued {
             let gap = now.saturating_duration_since(last).min(deadline);
-            let in_burst =
-                self.sparse(deadline) && gap < deadline / BURST_GAP && self.burst < MAX_BURST;
-            if in_burst {
+            let close = self.sparse(deadline) && gap < burst_gap(deadline, self.interval.is_some());
+            self.burst_overran |= close && self.burst >= MAX_BURST;
+            if close && self.burst < MAX_BURST {
                 self.burst += 1;
             } else {
                 self.burst = 0;
@@ -255,14 +277,27 @@ impl Datagrams {
             .is_none_or(|i| i >= deadline / SPARSE_PER_DEADLINE)
     }
 
+    /// Until when the first burst of a flow with no interval yet may still grow
+    /// ([`burst_gap`]), if it may: its datagrams' repairs wait that long and are shared
+    /// (`policy::group_repairs`). Why only then: a dense flow's first datagrams pass for
+    /// a burst until [`MAX_BURST`], and their owed repairs must still be unsent when it
+    /// turns out dense (they become rate credit); once the flow is known sparse, each
+    /// datagram's repairs go at once, since waiting would delay a lost one's recovery.
+    fn burst_open_until(&self, deadline: Duration) -> Option<Instant> {
+        let last = self.last_queued?;
+        (self.interval.is_none() && self.burst <= MAX_BURST)
+            .then(|| last + burst_gap(deadline, false))
+    }
+
     /// Chooses the next datagram packet at `now`, if one is due, with `protection`
     /// (repairs per datagram; repairs behind a lone one) and the `deadline`. `can_send`:
     /// the window and pacer let a packet out (otherwise only the wakeup is computed).
     ///
     /// Datagrams close together earn repairs at the rate, and the flush of unprotected
     /// ones waits a quarter of the deadline for more to cover. A sparse flow's datagram
-    /// ([`Datagrams::sparse`]) would wait for nothing: its `lone` repairs follow it at once
-    /// (once the queue is empty, so that datagrams queued together share them).
+    /// ([`Datagrams::sparse`]) would wait for nothing: its `lone` repairs follow it as soon
+    /// as the queue is empty (so that datagrams queued together share them), and in a
+    /// flow's first burst once that burst is over ([`Datagrams::burst_open_until`]).
     pub(crate) fn poll_next(
         &mut self,
         now: Instant,
@@ -281,19 +316,18 @@ impl Datagrams {
             self.stats.expired += 1;
         }
         self.wakeup = None;
+        // A flow's first burst: its repairs wait while it may still grow.
+        let gathering = self.burst_open_until(deadline).filter(|&t| t > now);
         let symbol_size = self.symbol_size;
         let tx = self
             .tx
             .get_or_insert_with(|| Box::new(TxCoder::new(symbol_size)));
-        tx.expire(now, COVERAGE * deadline);
-        if tx.held.is_empty() {
-            tx.owed = 0;
-        }
-        if tx.owed == 0 {
-            tx.group = 0;
-            tx.group_repairs = 0;
-        }
-        let owed_due = tx.owed > 0 && self.queue.is_empty();
+        tx.settle(
+            now,
+            COVERAGE * deadline,
+            std::mem::take(&mut self.burst_overran).then_some(rate),
+        );
+        let owed_due = tx.owed > 0 && self.queue.is_empty() && gathering.is_none();
         let flush_at = tx.unprotected.map(|t| t + deadline / 4);
         let repair_due = owed_due
             || (rate > 0.0
@@ -301,6 +335,11 @@ impl Datagrams {
                 && (tx.credit >= 1.0 || (tx.credit >= 0.0 && flush_at.is_some_and(|t| t <= now))));
         if !repair_due && rate > 0.0 && tx.credit >= 0.0 {
             self.wakeup = flush_at.filter(|&t| t > now);
+        }
+        if tx.owed > 0 && self.queue.is_empty() {
+            if let Some(t) = gathering {
+                self.wakeup = Some(self.wakeup.map_or(t, |w| w.min(t)));
+            }
         }
         if !can_send {
             return None;
@@ -413,6 +452,24 @@ impl Datagrams {
 }
 
 impl TxCoder {
+    /// Drops what is older than `span`, and the repairs owed to a group that is gone or
+    /// paid. `dense_rate`: the flow turned out dense (its first datagrams had passed for a
+    /// burst), so the group's owed repairs become credit at that rate, as for the rest
+    /// of the flow.
+    fn settle(&mut self, now: Instant, span: Duration, dense_rate: Option<f64>) {
+        self.expire(now, span);
+        if let Some(rate) = dense_rate {
+            self.credit = (self.credit + rate * f64::from(self.group)).min(2.0);
+            self.owed = 0;
+        }
+        if self.held.is_empty() {
+            self.owed = 0;
+        }
+        if self.owed == 0 {
+            self.group = 0;
+            self.group_repairs = 0;
+        }
+    }
     fn new(symbol_size: usize) -> Self {
         TxCoder {
             encoder: Encoder::new(CodecConfig {

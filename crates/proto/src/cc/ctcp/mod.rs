@@ -87,6 +87,9 @@ pub(crate) struct Ctcp {
     resume: Option<slow_start::Resume>,
     /// Delivery rate and its recent highest, which confirm a delay rise on a noisy path.
     delivery: delivery::DeliveryRate,
+    /// Most packets in flight at once so far in slow start (kept across a stale
+    /// estimate's reset): the flights an application-limited flow has been sending.
+    flight_peak: u64,
 }
 
 /// Fraction of the BDP a handshake path estimate makes the window jump to. Higher than the
@@ -129,6 +132,7 @@ impl Ctcp {
             w_max: None,
             resume: None,
             delivery: delivery::DeliveryRate::default(),
+            flight_peak: 0,
         }
     }
 
@@ -260,13 +264,22 @@ impl Controller for Ctcp {
             let round_end = now + self.min_rtt.unwrap_or_default();
             if from_idle && now.saturating_duration_since(at) > PATH_ESTIMATE_TTL {
                 // Too old to trust for a flight that starts from idle: back to the initial
-                // window and a probe train of its own.
+                // window and a probe train of its own, but never below the flights the
+                // flow has been sending (each acknowledged), or an application-limited
+                // flow's next burst (a DNS gateway's) waits a round trip, past its deadline.
+                let peak = self.flight_peak;
                 *self = Ctcp::new(self.cfg.clone());
+                self.flight_peak = peak;
+                self.cwnd = self.cwnd.max(peak as f64);
+                self.clamp();
             } else if matches!(self.jump_round, Some((_, None))) || from_idle {
                 // The first send after the estimate, or a new flight from idle: pace this
                 // round at the measured rate.
                 self.jump_round = Some((rate, Some(round_end)));
             }
+        }
+        if self.phase == Phase::SlowStart {
+            self.flight_peak = self.flight_peak.max(in_flight);
         }
         let est = self.probe.on_sent(now, packets, from_idle);
         self.jump(now, est, probe::JUMP_FRACTION);

@@ -822,6 +822,18 @@ fn a_stale_path_estimate_falls_back_to_the_initial_window_and_a_probe() {
 }
 
 #[test]
+fn a_stale_estimate_keeps_a_window_for_the_flights_the_flow_has_been_sending() {
+    // An application-limited flow (a DNS gateway) sent bursts of 40 packets under the
+    // estimate's window; after the estimate went stale, its next burst from idle still
+    // fits the window, while a probe train starts again.
+    let (mut c, _, t0) = with_path_estimate(860.0);
+    c.on_sent(t0 + ms(10), 40, 40);
+    c.on_sent(t0 + PATH_ESTIMATE_TTL + ms(1), 1, 1);
+    assert_eq!(c.window(), 40);
+    assert!(c.probe.sending_train());
+}
+
+#[test]
 fn jitter_beyond_packet_times_lifts_beta() {
     // Samples alternating 220/230 ms (jitter 10 ms) over a 180 ms minimum.
     let t = base();
