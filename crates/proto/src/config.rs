@@ -38,7 +38,7 @@ pub struct TransportConfig {
     /// Receive-credit autotuning (default off). The handshake offers
     /// [`AUTOTUNE_INITIAL_CREDIT`] per stream and [`AUTOTUNE_SESSION_FLOOR`] per session
     /// as the initial credit; after that a stream's credit runs a window ahead of the read
-    /// point that starts at [`AUTOTUNE_STREAM_FLOOR`], or at twice the incoming path's
+    /// point that starts at [`AUTOTUNE_STREAM_FLOOR`], or at four times the incoming path's
     /// bandwidth-delay product as the handshake train measured it if that is more, and
     /// grows, Linux-style, once the application reads more than half of it within a
     /// smoothed round trip (bytes that waited readable do not count), to three times a

@@ -10,8 +10,8 @@
 //!
 //! Both of the relay's endpoints autotune the receive credit they grant
 //! (`TransportConfig::credit_autotune`): a stream starts with 1 MiB of credit and then
-//! runs a window ahead of what the relay has passed on, at first 256 KiB or twice the
-//! segment's measured bandwidth × RTT, growing only while the relay keeps up with what
+//! runs a window ahead of what the relay has passed on, at first 256 KiB or four times
+//! the segment's measured bandwidth × RTT, growing only while the relay keeps up with what
 //! arrives (the sender was waiting on credit). So where
 //! a fast segment feeds a slow one, the relay holds per stream about what the slow one
 //! drains in a fraction of a second, not `relay.buffer` (32 MiB: half a minute at

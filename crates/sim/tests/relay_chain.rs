@@ -221,8 +221,10 @@ fn transfer_paced(
     let (tx_flow, rx_flow, core) = if relay {
         // As `ctcp-runtime`'s relay: both its segments autotune the receive credit, so it
         // holds per stream what the next segment drains in a few round trips.
+        // `CTCP_RELAY_FIXED_CREDIT=1` (the study's comparison) gives the relay main's
+        // fixed `stream_window` of credit instead.
         let relay_config = TransportConfig {
-            credit_autotune: true,
+            credit_autotune: std::env::var_os("CTCP_RELAY_FIXED_CREDIT").is_none(),
             ..config.clone()
         };
         let mut down = ProtoEndpoint::new(
@@ -367,8 +369,10 @@ fn radio_first_the_cascade_matches_one_session() {
 /// p99 extra delivery delay (issue 28: the cascade's at least 4 × lower than one
 /// session's) on both segment orders, several seeds, bulk and application-limited
 /// (5 Mbit/s, half the satellite) senders. A study: it prints one JSON row per transfer
-/// (`CTCP_RELAY_DELAY_SEEDS=28,29,...` picks the seeds) and checks only that every
-/// transfer completed.
+/// (`CTCP_RELAY_DELAY_SEEDS=28,29,...` picks the seeds, `CTCP_RELAY_DELAY_CELLS=sat-radio/bulk,...`
+/// the order/load cells, `CTCP_RELAY_FIXED_CREDIT=1` a relay without autotuning,
+/// `CTCP_RELAY_DELAY_CASCADE_ONLY=1` skips the one-session runs) and
+/// checks only that every transfer completed.
 #[test]
 #[ignore = "a study of a few minutes: cargo test --release -p ctcp-sim --test relay_chain -- --ignored --nocapture"]
 fn p99_extra_delay_cascade_against_one_session() {
@@ -376,6 +380,10 @@ fn p99_extra_delay_cascade_against_one_session() {
         .ok()
         .map(|v| v.split(',').filter_map(|x| x.parse().ok()).collect())
         .unwrap_or_else(|| vec![28, 29, 30, 31]);
+    let cascade_only = std::env::var_os("CTCP_RELAY_DELAY_CASCADE_ONLY").is_some();
+    let cells: Option<Vec<String>> = std::env::var("CTCP_RELAY_DELAY_CELLS")
+        .ok()
+        .map(|v| v.split(',').map(str::to_owned).collect());
     let pace = |mbit: u64| Pace {
         chunk: mbit * 12_500,
         every: Duration::from_millis(100),
@@ -386,8 +394,15 @@ fn p99_extra_delay_cascade_against_one_session() {
             ("paced-5M", Some(pace(5)), 10_000_000),
             ("paced-2M", Some(pace(2)), 5_000_000),
         ] {
+            let cell = format!("{order}/{load}");
+            if cells.as_ref().is_some_and(|c| !c.contains(&cell)) {
+                continue;
+            }
             for &seed in &seeds {
                 for relay in [false, true] {
+                    if !relay && cascade_only {
+                        continue;
+                    }
                     let o = transfer_paced(segs, relay, total, pace, Seed(seed));
                     println!(
                         "{{\"mode\":\"sim-relay-delay\",\"order\":\"{order}\",\"load\":\"{load}\",\"system\":\"{}\",\"seed\":{seed},\"goodput_bps\":{:.0},\"p50_extra_delay_ms\":{:.1},\"p90_extra_delay_ms\":{:.1},\"p99_extra_delay_ms\":{:.1},\"p99_write_to_read_ms\":{:.1},\"wire_per_goodput\":[{:.3},{:.3}]}}",

@@ -5,6 +5,13 @@
 use super::{OwnedFrame, Streams};
 use std::time::Duration;
 
+/// How many of the incoming path's measured bandwidth-delay products an autotuned stream
+/// starts its window at: one round trip in flight, about 1.25 more of data held behind a
+/// hole until its repair crosses (on a lossy long path there is nearly always one), and
+/// room for a sender still doubling in slow start. At 2 the satellite-first cascade
+/// waited on credit while it ramped (evidence: docs/experiments/relay-p99.md, session 22).
+const START_WINDOW_BDPS: f64 = 4.0;
+
 impl Streams {
     /// Negotiated parameters before any stream exists: the session's credit both ways
     /// restarts at `session_credit`, and every stream's will start at `stream_credit`.
@@ -22,16 +29,16 @@ impl Streams {
     }
 
     /// The handshake measured the path towards us at `bytes_per_s` with round trip `rtt`:
-    /// autotuned streams start with a window of twice that product (if above the floor;
-    /// open ones widen to it), so a sender that starts at the path's rate does not wait on
-    /// credit while the tuner measures the reader.
+    /// autotuned streams start with a window of [`START_WINDOW_BDPS`] times that product
+    /// (if above the floor; open ones widen to it), so a sender that starts at the path's
+    /// rate does not wait on credit while the tuner measures the reader.
     pub(crate) fn note_incoming_path(&mut self, bytes_per_s: f64, rtt: Duration) {
         let bdp = bytes_per_s * rtt.as_secs_f64();
         if !(bdp.is_finite() && bdp > 0.0) {
             return;
         }
         // Saturating float-to-int conversion; the window is capped where it is used.
-        let start = (2.0 * bdp) as u64;
+        let start = (START_WINDOW_BDPS * bdp) as u64;
         if start <= self.start_window {
             // Windows never shrink, and a repeated measurement costs no pass over the
             // streams.

@@ -145,8 +145,9 @@ pub(crate) struct Streams {
     stream_credit: u64,
     /// The credit the session started with in both directions, settled likewise.
     session_credit: u64,
-    /// With autotuning, the window new streams start from if above the floor: twice the
-    /// incoming path's bandwidth-delay product as the handshake measured it (0 unknown).
+    /// With autotuning, the window new streams start from if above the floor: four times
+    /// the incoming path's bandwidth-delay product as the handshake measured it (0
+    /// unknown).
     start_window: u64,
     /// Bytes queued on all streams and not yet framed, exactly; checked against
     /// `config.session_send_buffer`.

@@ -444,7 +444,7 @@ fn autotuned_offers_start_small_and_the_session_follows_the_streams() {
 }
 
 #[test]
-fn a_measured_path_widens_autotuned_streams_to_twice_its_bdp() {
+fn a_measured_path_widens_autotuned_streams_to_four_times_its_bdp() {
     let config = TransportConfig {
         credit_autotune: true,
         ..TransportConfig::default()
@@ -454,7 +454,7 @@ fn a_measured_path_widens_autotuned_streams_to_twice_its_bdp() {
     assert_eq!(st.map[&ids[0]].recv.window(), floor);
     // 10 Mbit/s and 600 ms: a 750 kB product.
     st.note_incoming_path(1.25e6, std::time::Duration::from_millis(600));
-    let want = 1_500_000;
+    let want = 3_000_000;
     assert_eq!(st.map[&ids[0]].recv.window(), want, "an open stream widens");
     assert_eq!(st.stream_windows, want);
     assert_eq!(credit_frames(&st), vec![(Some(ids[0]), want)]);
@@ -462,7 +462,7 @@ fn a_measured_path_widens_autotuned_streams_to_twice_its_bdp() {
     assert_eq!(st.map[&id].recv.window(), want, "a new one starts there");
     // A short path's product is below the floor: the floor stays.
     let mut st2 = Streams::new(Side::Client, 2, &config);
-    st2.note_incoming_path(6.25e6, std::time::Duration::from_millis(20));
+    st2.note_incoming_path(6.25e6, std::time::Duration::from_millis(10));
     let id = st2.open(target(), &config).unwrap();
     assert_eq!(st2.map[&id].recv.window(), floor);
 }
