@@ -160,7 +160,7 @@ impl App {
             let Some(c) = ep.connection_mut(*h) else {
                 continue;
             };
-            while let Ok(ReadOutcome::Data(n)) = c.read(*id, &mut self.scratch) {
+            while let Ok(ReadOutcome::Data(n)) = c.read(now, *id, &mut self.scratch) {
                 let base = *got;
                 self.bad += (0..n)
                     .filter(|&i| self.scratch[i] != pattern_byte(base + i as u64))

@@ -6,8 +6,10 @@ use std::time::Duration;
 
 /// Tunables of the coded transport. The handshake carries the ones both ends must share
 /// ([`Params`]): `symbol_size` must match (a mismatch is refused, naming both values), and
-/// `window`, `stream_window` and `session_window` are negotiated down to the smaller of
-/// the two sides' values.
+/// `window` is negotiated down to the smaller of the two sides' values. The smaller of the
+/// two offered `stream_window`s (`session_window`s) is the credit every stream (the
+/// session) starts with in both directions; from the first read on, each end grants up
+/// to its own window.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TransportConfig {
     /// Coded symbol size in bytes (a multiple of 64 so GF kernels see no tails).
@@ -33,6 +35,21 @@ pub struct TransportConfig {
     pub stream_window: u64,
     /// Per-session receive credit in bytes, across streams (default 128 MiB).
     pub session_window: u64,
+    /// Receive-credit autotuning (default off). The handshake offers
+    /// [`AUTOTUNE_INITIAL_CREDIT`] per stream and [`AUTOTUNE_SESSION_FLOOR`] per session
+    /// as the initial credit; after that a stream's credit runs a window ahead of the read
+    /// point that starts at [`AUTOTUNE_STREAM_FLOOR`], or at four times the incoming path's
+    /// bandwidth-delay product as the handshake train measured it if that is more, and
+    /// grows, Linux-style, once the application reads more than half of it within a
+    /// smoothed round trip (bytes that waited readable do not count), to three times a
+    /// round trip's reads (more while they still rise), at most `stream_window`; the
+    /// session's runs the open streams' windows
+    /// summed ahead, at least its floor, at most `session_window`. Windows never shrink
+    /// and granted credit is never taken back. A relay turns it on for its segments: it
+    /// then holds per stream about what the next segment drains in a couple of round
+    /// trips, instead of a whole `stream_window` that a fast segment in front of a slow
+    /// one would fill.
+    pub credit_autotune: bool,
     /// Bytes an application may queue on one stream before writes block.
     pub stream_send_buffer: usize,
     /// Bytes all streams of a session may queue together before writes block: the
@@ -81,6 +98,24 @@ pub struct TransportConfig {
     /// the same under every policy.
     pub path_policy: PathPolicy,
 }
+
+/// The credit an autotuned receiver gives a stream before the first read
+/// ([`TransportConfig::credit_autotune`]; offered in the handshake): room for the first
+/// flight of a sender that jumps to the path's rate at once (0.85 BDP, 640 kB on a
+/// 10 Mbit/s, 600 ms path), so a long path starts at its rate. A fast sender in front of
+/// a slow reader fills it once; later grants follow the tuned window.
+pub const AUTOTUNE_INITIAL_CREDIT: u64 = 1 << 20;
+
+/// The per-stream receive window an autotuned receiver starts from: how far ahead of the
+/// read point it grants credit until the reader shows it drains faster. At 256 KiB a
+/// reader draining 10 Mbit/s holds 0.2 s of data; a faster one grows the window within
+/// the round trip it reads more than half of it in.
+pub const AUTOTUNE_STREAM_FLOOR: u64 = 256 << 10;
+
+/// The session receive window an autotuned receiver starts from (and offers in the
+/// handshake): room for a few streams' initial credit; beyond it the session grants what
+/// the open streams' windows add up to.
+pub const AUTOTUNE_SESSION_FLOOR: u64 = 4 << 20;
 
 /// What the repairs sent when a sender falls idle (tail repairs) are sized for.
 ///
@@ -132,6 +167,7 @@ impl Default for TransportConfig {
             max_ack_delay: Duration::from_millis(5),
             stream_window: 64 << 20,
             session_window: 128 << 20,
+            credit_autotune: false,
             stream_send_buffer: 256 << 10,
             session_send_buffer: 16 << 20,
             max_streams: 4096,
@@ -151,25 +187,49 @@ impl Default for TransportConfig {
 
 impl TransportConfig {
     /// The parameters this configuration offers in a handshake. Values beyond the wire
-    /// fields' range are sent saturated (the config crate keeps them far below).
+    /// fields' range are sent saturated (the config crate keeps them far below). With
+    /// `credit_autotune` the credit offered is the autotuner's starting window.
     pub fn params(&self) -> Params {
         Params {
             symbol_size: u16::try_from(self.symbol_size).unwrap_or(u16::MAX),
             window: u32::try_from(self.window).unwrap_or(u32::MAX),
-            stream_window: self.stream_window,
-            session_window: self.session_window,
+            stream_window: self.initial_stream_window(),
+            session_window: self.initial_session_window(),
             features: if self.datagrams { FEATURE_DATAGRAMS } else { 0 },
         }
     }
 
-    /// This configuration with the negotiated windows of `p` (see [`Params::negotiate`]).
+    /// This configuration with the negotiated coding window and features of `p` (see
+    /// [`Params::negotiate`]). `stream_window` and `session_window` stay this end's own:
+    /// they bound the credit it grants, while `p`'s are only the credit streams and the
+    /// session start with.
     pub fn with_params(&self, p: &Params) -> TransportConfig {
         TransportConfig {
             window: usize::try_from(p.window).unwrap_or(usize::MAX),
-            stream_window: p.stream_window,
-            session_window: p.session_window,
             datagrams: p.features & FEATURE_DATAGRAMS != 0,
             ..self.clone()
+        }
+    }
+
+    /// The credit this end offers every stream at its start (the handshake's stream
+    /// window): `stream_window`, or with autotuning [`AUTOTUNE_INITIAL_CREDIT`] (at most
+    /// `stream_window`).
+    pub fn initial_stream_window(&self) -> u64 {
+        if self.credit_autotune {
+            self.stream_window.min(AUTOTUNE_INITIAL_CREDIT)
+        } else {
+            self.stream_window
+        }
+    }
+
+    /// The session credit this end offers at the start (the handshake's session window):
+    /// `session_window`, or with autotuning [`AUTOTUNE_SESSION_FLOOR`] (at most
+    /// `session_window`).
+    pub fn initial_session_window(&self) -> u64 {
+        if self.credit_autotune {
+            self.session_window.min(AUTOTUNE_SESSION_FLOOR)
+        } else {
+            self.session_window
         }
     }
 }

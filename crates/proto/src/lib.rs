@@ -58,7 +58,10 @@ mod test_clock;
 pub mod wire;
 
 pub use cc::ControllerKind;
-pub use config::{PathPolicy, RepairPriority, TransportConfig};
+pub use config::{
+    PathPolicy, RepairPriority, TransportConfig, AUTOTUNE_INITIAL_CREDIT, AUTOTUNE_SESSION_FLOOR,
+    AUTOTUNE_STREAM_FLOOR,
+};
 pub use connection::{
     BatchTransmit, Connection, ConnectionError, ConnectionStats, Event, PathError, PathInfo, Side,
     StreamApiError, Transmit,

@@ -51,7 +51,7 @@ fn batches_carry_a_bulk_transfer_whole() {
         batches += pump(&mut d.cli, &mut d.srv, d.ca, d.now);
         for h in d.srv.handles() {
             let s = d.srv.connection_mut(h).unwrap();
-            while let Ok(ReadOutcome::Data(n)) = s.read(id, &mut buf) {
+            while let Ok(ReadOutcome::Data(n)) = s.read(d.now, id, &mut buf) {
                 got.extend_from_slice(&buf[..n]);
             }
         }

@@ -63,13 +63,13 @@ fn paced(chunk: usize, every: Duration, chunks: usize) -> (ConnectionStats, Conn
         d.srv.handle_timeout(now);
         while let Some((h, _)) = d.srv.poll_event() {
             let c = d.srv.connection_mut(h).unwrap();
-            while let Ok(ReadOutcome::Data(n)) = c.read(0, &mut buf) {
+            while let Ok(ReadOutcome::Data(n)) = c.read(now, 0, &mut buf) {
                 read += n;
             }
         }
         if let Some(&sh) = d.srv.handles().first() {
             let c = d.srv.connection_mut(sh).unwrap();
-            while let Ok(ReadOutcome::Data(n)) = c.read(0, &mut buf) {
+            while let Ok(ReadOutcome::Data(n)) = c.read(now, 0, &mut buf) {
                 read += n;
             }
         }

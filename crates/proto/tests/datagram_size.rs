@@ -29,10 +29,10 @@ fn busy_lossy_bidirectional_traffic_never_exceeds_max_datagram() {
                 _ => break,
             }
         }
-        while let Ok(ReadOutcome::Data(_)) = c.read(id, &mut buf) {}
+        while let Ok(ReadOutcome::Data(_)) = c.read(d.now, id, &mut buf) {}
         for h in d.srv.handles() {
             let s = d.srv.connection_mut(h).unwrap();
-            while let Ok(ReadOutcome::Data(_)) = s.read(id, &mut buf) {}
+            while let Ok(ReadOutcome::Data(_)) = s.read(d.now, id, &mut buf) {}
             while down < (4 << 20) {
                 match s.write(id, &chunk) {
                     Ok(k) if k > 0 => down += k,
@@ -206,7 +206,9 @@ fn source_packets_end_with_a_length_less_stream_frame() {
         d.cli.handle_timeout(d.now);
         d.srv.handle_timeout(d.now);
         let h = *srv_handle.get_or_insert_with(|| d.srv.handles()[0]);
-        while let Ok(ReadOutcome::Data(n)) = d.srv.connection_mut(h).unwrap().read(id, &mut buf) {
+        while let Ok(ReadOutcome::Data(n)) =
+            d.srv.connection_mut(h).unwrap().read(d.now, id, &mut buf)
+        {
             assert!(buf[..n].iter().all(|&b| b == 0x3c));
             got += n;
         }
@@ -268,7 +270,7 @@ fn small_write_is_one_length_less_frame(
     let mut p = out[..t.size].to_vec();
     d.srv.handle_datagram(d.now, d.ca, &mut p);
     assert_eq!(
-        d.srv.connection_mut(h).unwrap().read(id, &mut buf),
+        d.srv.connection_mut(h).unwrap().read(d.now, id, &mut buf),
         Ok(ReadOutcome::Data(100))
     );
     assert_eq!(&buf[..100], &[7u8; 100]);

@@ -178,7 +178,7 @@ fn windows_are_negotiated_down_and_the_session_carries_data() {
         let Some(c) = p.srv.connection_mut(sh) else {
             break;
         };
-        while let Ok(ReadOutcome::Data(n)) = c.read(id, &mut buf) {
+        while let Ok(ReadOutcome::Data(n)) = c.read(p.now, id, &mut buf) {
             got.extend_from_slice(&buf[..n]);
         }
         if got.len() == data.len() {
@@ -308,4 +308,38 @@ fn a_peers_close_reason_is_printed_escaped() {
     let text = err.to_string();
     assert!(!text.chars().any(|c| c.is_control()), "{text:?}");
     assert!(text.contains("\\u{1b}[31mred\\n"), "{text}");
+}
+
+#[test]
+fn a_peer_of_the_previous_protocol_version_is_refused_naming_both_versions() {
+    // A server receives an INITIATE of the previous version (what an older forward or
+    // relay sends): it answers with an unsigned REJECT that carries its own version.
+    let mut p = Pair::new(9, TransportConfig::default(), 9, TransportConfig::default());
+    let mut out = Vec::new();
+    let t = p.cli.poll_transmit(p.now, &mut out).unwrap();
+    let mut old = out[..t.size].to_vec();
+    assert_eq!(old[0], TYPE_INITIATE);
+    old[1] = wire::VERSION - 1;
+    let echo = wire::Reject::echo_of(&old).unwrap();
+    p.srv.handle_datagram(p.now, p.ca, &mut old.clone());
+    assert_eq!(p.srv.connection_count(), 0);
+    let mut reply = Vec::new();
+    let t = p.srv.poll_transmit(p.now, &mut reply).expect("a REJECT");
+    let reject = wire::Reject::parse(&reply[..t.size]).unwrap();
+    assert_eq!(reject.version, wire::VERSION);
+    assert_eq!(reject.reason, RejectReason::Version);
+    assert_eq!(reject.echo, echo);
+    // Refused by a server of the previous version, a client of ours names both (the
+    // REJECT's version is the server's).
+    let err = ConnectionError::Rejected {
+        reason: RejectReason::Version,
+        peer_version: wire::VERSION - 1,
+    };
+    let text = err.to_string();
+    let want = format!(
+        "speaks protocol version {} (ours {}): upgrade both sides",
+        wire::VERSION - 1,
+        wire::VERSION
+    );
+    assert!(text.contains(&want), "{text}");
 }

@@ -250,7 +250,7 @@ fn a_thousand_path_flaps_leave_state_bounded() {
         }
         let h = d.srv.handles()[0];
         while let Ok(ctcp_proto::ReadOutcome::Data(_)) =
-            d.srv.connection_mut(h).unwrap().read(s, &mut buf)
+            d.srv.connection_mut(h).unwrap().read(d.now, s, &mut buf)
         {}
         let c = d.cli.connection(d.h).unwrap();
         assert_eq!(c.paths().len(), 2);

@@ -118,7 +118,7 @@ impl AsyncRead for TunnelStream {
         }
         let (conn, id) = (this.conn, this.id);
         let res = this.driver.with_conn_wake(conn, |c, w| {
-            let out = c.read(id, buf.initialize_unfilled());
+            let out = c.read(crate::clock::now(), id, buf.initialize_unfilled());
             if matches!(out, Ok(ReadOutcome::Blocked)) {
                 w.read.insert((conn, id), cx.waker().clone());
             }

@@ -492,7 +492,7 @@ fn read_checked(
     now: Instant,
 ) -> bool {
     loop {
-        match c.read(id, scratch) {
+        match c.read(now, id, scratch) {
             Ok(ReadOutcome::Data(n)) => {
                 let base = delivery.bytes_ok + delivery.bytes_bad;
                 let bad = (0..n)

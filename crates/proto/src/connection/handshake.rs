@@ -240,9 +240,10 @@ impl Connection {
         (self.config.initial_rtt * 3).max(Duration::from_millis(500))
     }
 
-    /// Adopts negotiated parameters before any stream exists: the windows shrink to what
-    /// both ends sized (the encoder is empty, so it is rebuilt; the decoder already holds
-    /// twice our own window, at least twice the peer's encoder window).
+    /// Adopts negotiated parameters before any stream exists: the coding window shrinks to
+    /// what both ends sized (the encoder is empty, so it is rebuilt; the decoder already
+    /// holds twice our own window, at least twice the peer's encoder window), and streams
+    /// and the session start with the agreed credit.
     pub(crate) fn apply_params(&mut self, p: &wire::Params) {
         if *p == self.config.params() {
             return;
@@ -254,7 +255,8 @@ impl Connection {
                 window: cfg.window,
             });
         }
-        self.streams.apply_session_window(cfg.session_window);
+        self.streams
+            .apply_initial_credit(p.stream_window, p.session_window);
         self.config = Arc::new(cfg);
     }
 
@@ -377,6 +379,7 @@ impl Connection {
                 rtt_ms = rtt.as_secs_f64() * 1e3,
                 "handshake train measured"
             );
+            self.streams.note_incoming_path(bytes_per_s, rtt);
             self.streams.push_control(OwnedFrame::Path {
                 rate: bytes_per_s as u64,
                 rtt_us: rtt.as_micros().clamp(1, u128::from(u64::MAX)) as u64,
@@ -420,7 +423,8 @@ impl Connection {
                 .len
                 .min(self.config.max_datagram)
                 .clamp(wire::ACCEPT_LEN, wire::MAX_HANDSHAKE_LEN),
-            params: self.config.params(),
+            // What the session runs with: the credits settled, not this end's own windows.
+            params: self.params(),
             mac: [0; wire::MAC_LEN],
         };
         self.psk.sign_accept(&mut accept, &self.hs.client_random);

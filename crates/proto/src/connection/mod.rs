@@ -454,7 +454,14 @@ impl Connection {
 
     /// The parameters the session runs with (negotiated once established).
     pub fn params(&self) -> wire::Params {
-        self.config.params()
+        // The windows are the credits streams and the session started with; each end's
+        // own window (how far it grants beyond them) stays its own.
+        let (stream_window, session_window) = self.streams.initial_credit();
+        wire::Params {
+            stream_window,
+            session_window,
+            ..self.config.params()
+        }
     }
 
     pub(crate) fn handle_reset(&mut self) {

@@ -174,9 +174,16 @@ impl Connection {
             ..
         } = self;
         let mut failed = None;
+        // Server: the train's copies (padded to about our datagram size) measured the
+        // client's rate towards us; with the PATH frame's round trip it sizes the window
+        // autotuned streams start with.
+        let incoming = (*side == Side::Server)
+            .then(|| crate::handshake_train::rate(hs.arrivals.report()))
+            .flatten()
+            .map(|(pps, _)| pps * config.max_datagram as f64);
         while let Some((_, payload)) = recv.decoder.poll_decoded() {
             let path = (*side == Side::Server).then_some(&mut hs.path_pending);
-            if let Err(e) = on_symbol(payload, streams, config, events, path) {
+            if let Err(e) = on_symbol(payload, streams, config, events, path, incoming) {
                 failed = Some(e);
                 break;
             }
@@ -187,13 +194,15 @@ impl Connection {
     }
 }
 
-/// Applies one decoded symbol's frames; `path` is where a server keeps the PATH frame.
+/// Applies one decoded symbol's frames; `path` is where a server keeps the PATH frame,
+/// `incoming` the rate towards it that the handshake train showed (bytes per second).
 fn on_symbol(
     payload: &[u8],
     streams: &mut crate::streams::Streams,
     config: &crate::TransportConfig,
     events: &mut std::collections::VecDeque<crate::Event>,
     mut path: Option<&mut Option<(u64, u64, bool)>>,
+    incoming: Option<f64>,
 ) -> Result<(), ConnectionError> {
     for frame in Frames::new(payload) {
         let frame = frame.map_err(|_| ConnectionError::Protocol("malformed frame"))?;
@@ -205,6 +214,11 @@ fn on_symbol(
             } => {
                 if let Some(p) = path.as_deref_mut() {
                     *p = Some((rate, rtt_us, exact));
+                    // At once, not with the rest of the PATH frame after the packet: an
+                    // OPEN in the same symbol must see it. The same bounds as there.
+                    if let (Some(r), 1..=60_000_000) = (incoming, rtt_us) {
+                        streams.note_incoming_path(r, std::time::Duration::from_micros(rtt_us));
+                    }
                 }
             }
             frame => streams.on_frame(frame, config, events)?,

@@ -4,6 +4,7 @@
 use super::{Connection, State, StreamApiError};
 use crate::frame::{OpenResult, StreamId, Target};
 use crate::stream::ReadOutcome;
+use std::time::Instant;
 
 impl Connection {
     /// Opens a stream to `target`; the peer learns of it with the first symbol.
@@ -28,9 +29,16 @@ impl Connection {
         self.streams.finish(id)
     }
 
-    /// Reads from a stream.
-    pub fn read(&mut self, id: StreamId, buf: &mut [u8]) -> Result<ReadOutcome, StreamApiError> {
-        let out = self.streams.read(id, buf, &self.config)?;
+    /// Reads from a stream at `now` (the time drives receive-credit autotuning,
+    /// [`crate::TransportConfig::credit_autotune`]).
+    pub fn read(
+        &mut self,
+        now: Instant,
+        id: StreamId,
+        buf: &mut [u8],
+    ) -> Result<ReadOutcome, StreamApiError> {
+        let srtt = self.paths.get(self.paths.lead()).rtt.srtt();
+        let out = self.streams.read(now, srtt, id, buf, &self.config)?;
         if let ReadOutcome::Data(n) = out {
             self.stats.stream_bytes_read += n as u64;
         }

@@ -114,6 +114,8 @@ impl Endpoint {
             },
             self.config.psk.clone(),
         );
+        // Streams and the session start with the agreed credit, not this end's offer.
+        conn.apply_params(&params);
         conn.on_initiate(now, &init);
         tracing::debug!(%from, conn = init.conn_id, "session accepted");
         self.insert(init.conn_id, conn);

@@ -14,8 +14,9 @@
 use crate::config::TransportConfig;
 use crate::connection::{ConnectionError, Event, Side, StreamApiError};
 use crate::frame::{Frame, OpenResult, StreamId, Target};
-use crate::stream::{ReadOutcome, RecvHalf, SendHalf, StreamError};
+use crate::stream::{CreditTuner, ReadOutcome, RecvHalf, SendHalf, StreamError};
 use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
 
 /// Stream reset code: the peer exceeded the stream limit.
 pub const RESET_REFUSED: u8 = 0xfe;
@@ -40,10 +41,23 @@ struct Stream {
 }
 
 impl Stream {
-    fn new(config: &TransportConfig) -> Self {
+    /// A stream whose halves start with `credit` bytes of credit each way (the
+    /// handshake's agreed value); the receive half then grants up to its own window,
+    /// which with autotuning starts at the larger of the floor and `start_window`.
+    fn new(config: &TransportConfig, credit: u64, start_window: u64) -> Self {
+        let window = if config.credit_autotune {
+            crate::config::AUTOTUNE_STREAM_FLOOR
+                .max(start_window)
+                .min(config.stream_window)
+        } else {
+            config.stream_window
+        };
+        let tuner = config
+            .credit_autotune
+            .then(|| CreditTuner::new(window, config.stream_window));
         Stream {
-            send: SendHalf::new(config.stream_window, config.stream_send_buffer),
-            recv: RecvHalf::new(config.stream_window),
+            send: SendHalf::new(credit, config.stream_send_buffer),
+            recv: RecvHalf::new(credit, window, tuner),
             write_blocked: false,
             budget_waiting: false,
             queued: false,
@@ -126,6 +140,21 @@ pub(crate) struct Streams {
     local_max_data: u64,
     data_received: u64,
     data_read: u64,
+    /// How far ahead of `data_read` the session grants credit: `session_window`, or with
+    /// autotuning the largest of its floor and the open streams' windows summed, at most
+    /// `session_window` (it never shrinks).
+    local_window: u64,
+    /// The receive windows of the open streams summed, if autotuning (0 otherwise).
+    stream_windows: u64,
+    /// The credit every new stream starts with in both directions: the smaller of the
+    /// two ends' offered stream windows once the handshake settled it.
+    stream_credit: u64,
+    /// The credit the session started with in both directions, settled likewise.
+    session_credit: u64,
+    /// With autotuning, the window new streams start from if above the floor: four times
+    /// the incoming path's bandwidth-delay product as the handshake measured it (0
+    /// unknown).
+    start_window: u64,
     /// Bytes queued on all streams and not yet framed, exactly; checked against
     /// `config.session_send_buffer`.
     send_buffered: usize,
@@ -137,8 +166,10 @@ pub(crate) struct Streams {
 }
 
 impl Streams {
-    /// No streams yet; both session windows at `config.session_window`.
+    /// No streams yet; the initial credits at what this end offers (see
+    /// [`TransportConfig::params`]) until the handshake settles them.
     pub(crate) fn new(side: Side, conn_id: u32, config: &TransportConfig) -> Self {
+        let offer = config.params();
         Streams {
             side,
             conn_id,
@@ -153,22 +184,20 @@ impl Streams {
             sparse: VecDeque::new(),
             budget_waiters: VecDeque::new(),
             turn_sent: 0,
-            peer_max_data: config.session_window,
+            peer_max_data: offer.session_window,
             data_sent: 0,
-            local_max_data: config.session_window,
+            local_max_data: offer.session_window,
             data_received: 0,
             data_read: 0,
+            local_window: config.initial_session_window(),
+            stream_windows: 0,
+            stream_credit: offer.stream_window,
+            session_credit: offer.session_window,
+            start_window: 0,
             send_buffered: 0,
             budget_blocked: false,
             limit_logged: false,
         }
-    }
-
-    /// Negotiated parameters before any stream exists: both session windows restart at
-    /// `session_window`.
-    pub(crate) fn apply_session_window(&mut self, session_window: u64) {
-        self.peer_max_data = session_window;
-        self.local_max_data = session_window;
     }
 
     /// Open streams.
@@ -200,9 +229,25 @@ impl Streams {
         }
     }
 
+    /// Adds a stream (local or the peer's, its OPEN already queued or received) with the
+    /// session's initial credit, and grants its own window at once if that is larger.
+    fn insert(&mut self, id: StreamId, config: &TransportConfig) {
+        let mut s = Stream::new(config, self.stream_credit, self.start_window);
+        if config.credit_autotune {
+            self.stream_windows += s.recv.window();
+        }
+        if let Some(max) = s.recv.open_window() {
+            self.control
+                .push_back(OwnedFrame::MaxStreamData { id, max });
+        }
+        self.map.insert(id, s);
+    }
+
     /// Forgets a stream, returning its unsent bytes to the session budget.
     fn remove(&mut self, id: StreamId) {
         if let Some(mut s) = self.map.remove(&id) {
+            // Zero unless autotuning, when it holds this stream's window.
+            self.stream_windows = self.stream_windows.saturating_sub(s.recv.window());
             self.send_buffered -= s.send.discard_pending();
         }
     }
@@ -218,8 +263,10 @@ impl Streams {
         }
         let id = self.next_local;
         self.next_local += 2;
-        self.map.insert(id, Stream::new(config));
+        // The OPEN goes first: a credit update for a stream the peer does not know yet
+        // would be dropped.
         self.control.push_back(OwnedFrame::Open { id, target });
+        self.insert(id, config);
         Ok(id)
     }
 
@@ -276,9 +323,12 @@ impl Streams {
         Ok(())
     }
 
-    /// Reads from a stream, queueing credit updates as the application consumes.
+    /// Reads from a stream at `now`, queueing credit updates as the application
+    /// consumes; `srtt` paces the credit autotuner, if on.
     pub(crate) fn read(
         &mut self,
+        now: Instant,
+        srtt: Duration,
         id: StreamId,
         buf: &mut [u8],
         config: &TransportConfig,
@@ -288,13 +338,23 @@ impl Streams {
         match out {
             ReadOutcome::Data(n) => {
                 self.data_read += n as u64;
-                if let Some(max) = s.recv.credit_update() {
+                let before = s.recv.window();
+                if let Some(max) = s.recv.credit_update(now, srtt) {
                     self.control
                         .push_back(OwnedFrame::MaxStreamData { id, max });
                 }
-                // A quarter of the window, like the streams' (see `RecvHalf::credit_update`).
-                if self.local_max_data - self.data_read <= config.session_window / 4 * 3 {
-                    self.local_max_data = self.data_read + config.session_window;
+                if config.credit_autotune {
+                    // The session makes room for every open stream's window.
+                    self.stream_windows += s.recv.window() - before;
+                    self.local_window = self
+                        .local_window
+                        .max(self.stream_windows.min(config.session_window));
+                }
+                // A quarter of the window, like the streams' (see `RecvHalf::credit_update`);
+                // granted credit is never taken back.
+                let left = self.local_max_data.saturating_sub(self.data_read);
+                if left <= self.local_window / 4 * 3 {
+                    self.local_max_data = self.data_read + self.local_window;
                     self.control.push_back(OwnedFrame::MaxData {
                         max: self.local_max_data,
                     });
@@ -505,11 +565,12 @@ impl Streams {
             });
             return Ok(false);
         }
-        self.map.insert(id, Stream::new(config));
+        self.insert(id, config);
         Ok(true)
     }
 }
 
+mod credit;
 #[cfg(test)]
 mod tests;
 mod turns;

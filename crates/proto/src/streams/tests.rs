@@ -404,3 +404,144 @@ proptest! {
         }
     }
 }
+
+/// The credit frames queued, as (stream id or `None` for the session, limit).
+fn credit_frames(st: &Streams) -> Vec<(Option<StreamId>, u64)> {
+    st.control
+        .iter()
+        .filter_map(|f| match f {
+            OwnedFrame::MaxStreamData { id, max } => Some((Some(*id), *max)),
+            OwnedFrame::MaxData { max } => Some((None, *max)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn without_autotuning_credit_starts_at_the_configured_windows() {
+    let config = TransportConfig::default();
+    assert!(!config.credit_autotune);
+    let offer = config.params();
+    assert_eq!(
+        (offer.stream_window, offer.session_window),
+        (config.stream_window, config.session_window)
+    );
+    let (st, ids) = with_streams(&config, 1);
+    let s = &st.map[&ids[0]];
+    assert_eq!(s.send.max_data, config.stream_window);
+    assert_eq!(s.recv.max_data, config.stream_window);
+    assert_eq!(s.recv.window(), config.stream_window);
+    assert_eq!(st.local_max_data, config.session_window);
+    assert_eq!(st.stream_windows, 0);
+}
+
+#[test]
+fn a_receiver_grants_its_own_window_beyond_the_agreed_initial_credit() {
+    // The peer offered less than this end's windows (an autotuning relay, say): streams
+    // start at the agreed credit, a new stream is granted this end's own window at once,
+    // and the session's own window follows from the first read.
+    let config = TransportConfig::default();
+    let t0 = crate::test_clock::base();
+    let mut st = Streams::new(Side::Server, 1, &config);
+    st.apply_initial_credit(1 << 20, 4 << 20);
+    let mut events = VecDeque::new();
+    let frame = Frame::Stream {
+        id: 0,
+        offset: 0,
+        fin: false,
+        data: &[5; 1000],
+    };
+    st.on_frame(frame, &config, &mut events).unwrap();
+    assert_eq!(
+        st.map[&0].send.max_data,
+        1 << 20,
+        "our sending starts at the agreed"
+    );
+    assert_eq!(credit_frames(&st), vec![(Some(0), config.stream_window)]);
+    let out = st.read(t0, SRTT, 0, &mut [0; 1000], &config).unwrap();
+    assert_eq!(out, ReadOutcome::Data(1000));
+    assert_eq!(
+        credit_frames(&st),
+        vec![
+            (Some(0), config.stream_window),
+            (None, 1000 + config.session_window)
+        ]
+    );
+}
+
+const SRTT: std::time::Duration = std::time::Duration::from_millis(100);
+
+#[test]
+fn autotuned_offers_start_small_and_the_session_follows_the_streams() {
+    let config = TransportConfig {
+        credit_autotune: true,
+        ..TransportConfig::default()
+    };
+    let offer = config.params();
+    assert_eq!(
+        (offer.stream_window, offer.session_window),
+        (
+            crate::config::AUTOTUNE_INITIAL_CREDIT,
+            crate::config::AUTOTUNE_SESSION_FLOOR
+        )
+    );
+    let t0 = crate::test_clock::base();
+    let mut st = Streams::new(Side::Server, 1, &config);
+    let mut events = VecDeque::new();
+    // One stream whose reader keeps up with a sender that fills the credit.
+    let (mut off, mut at) = (0u64, t0);
+    for _ in 0..40 {
+        let room = st.map.get(&0).map_or(1 << 20, |s| s.recv.max_data - off);
+        let data = vec![3u8; room.min(200_000) as usize];
+        let frame = Frame::Stream {
+            id: 0,
+            offset: off,
+            fin: false,
+            data: &data,
+        };
+        st.on_frame(frame, &config, &mut events).unwrap();
+        off += data.len() as u64;
+        let mut buf = vec![0; data.len()];
+        assert_eq!(
+            st.read(at, SRTT, 0, &mut buf, &config).unwrap(),
+            ReadOutcome::Data(data.len())
+        );
+        at += SRTT / 2;
+    }
+    let w = st.map[&0].recv.window();
+    assert!(
+        w > crate::config::AUTOTUNE_STREAM_FLOOR,
+        "the window grew: {w}"
+    );
+    assert!(w <= config.stream_window);
+    assert_eq!(st.stream_windows, w);
+    assert!(
+        st.local_window >= w,
+        "the session makes room for the stream"
+    );
+    assert!(st.local_max_data >= st.map[&0].recv.max_data);
+}
+
+#[test]
+fn a_measured_path_widens_autotuned_streams_to_four_times_its_bdp() {
+    let config = TransportConfig {
+        credit_autotune: true,
+        ..TransportConfig::default()
+    };
+    let (mut st, ids) = with_streams(&config, 1);
+    let floor = crate::config::AUTOTUNE_STREAM_FLOOR;
+    assert_eq!(st.map[&ids[0]].recv.window(), floor);
+    // 10 Mbit/s and 600 ms: a 750 kB product.
+    st.note_incoming_path(1.25e6, std::time::Duration::from_millis(600));
+    let want = 3_000_000;
+    assert_eq!(st.map[&ids[0]].recv.window(), want, "an open stream widens");
+    assert_eq!(st.stream_windows, want);
+    assert_eq!(credit_frames(&st), vec![(Some(ids[0]), want)]);
+    let id = st.open(target(), &config).unwrap();
+    assert_eq!(st.map[&id].recv.window(), want, "a new one starts there");
+    // A short path's product is below the floor: the floor stays.
+    let mut st2 = Streams::new(Side::Client, 2, &config);
+    st2.note_incoming_path(6.25e6, std::time::Duration::from_millis(10));
+    let id = st2.open(target(), &config).unwrap();
+    assert_eq!(st2.map[&id].recv.window(), floor);
+}

@@ -32,7 +32,7 @@ pub use self::handshake::{
 
 /// Protocol version carried in the handshake; a peer of another version is refused (the
 /// history is in docs/PROTOCOL.md, "Versions").
-pub const VERSION: u8 = 11;
+pub const VERSION: u8 = 12;
 
 /// Packet type: client → server handshake request.
 pub const TYPE_INITIATE: u8 = 0x01;

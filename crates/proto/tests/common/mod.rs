@@ -99,7 +99,7 @@ impl Duo {
                 .srv
                 .connection_mut(h)
                 .expect("the server's connection exists");
-            while let Ok(ctcp_proto::ReadOutcome::Data(n)) = s.read(stream, &mut buf) {
+            while let Ok(ctcp_proto::ReadOutcome::Data(n)) = s.read(self.now, stream, &mut buf) {
                 got.extend_from_slice(&buf[..n]);
             }
             if got.len() == data.len() {
