@@ -12,8 +12,7 @@ use thiserror::Error;
 /// How many times a round trip's reads an autotuned window grows to: room for one round
 /// trip in flight and two of data held behind a hole while its repair is asked for and
 /// crosses (ctcp repairs a loss about 1.25 srtt after it is sent), one more than TCP's
-/// factor. Evidence (the satellite-first cascade, BENCHMARKS.md "Relay credit
-/// autotuning"): a lower p99 in the simulator than with 2, the same goodput.
+/// factor (measurements: docs/experiments/relay-p99.md).
 const AUTOTUNE_GROWTH: u64 = 3;
 
 /// Receive-window autotuning ([`crate::TransportConfig::credit_autotune`]), after Linux's

@@ -343,8 +343,7 @@ fn a_relay_keeps_radio_repairs_off_the_satellite_bottleneck() {
 /// Data crossing the radio first (a download on `netbench --chain`'s path): the radio's
 /// losses never reach the satellite either way, and the cascade is no slower. Nor does
 /// it hold bytes longer: the relay's autotuned credit keeps the fast radio sender from
-/// parking megabytes in front of the slow satellite (with a fixed `stream_window` of
-/// credit, the cascade's p99 extra delay was several times one session's), so a byte
+/// parking megabytes in front of the slow satellite, so a byte
 /// waits in the relay about what the satellite drains in a fraction of a second, and the
 /// cascade's p99 stays below one session's, whose satellite queue and end-to-end repairs
 /// set the tail.

@@ -8,8 +8,8 @@ use std::time::Duration;
 /// How many of the incoming path's measured bandwidth-delay products an autotuned stream
 /// starts its window at: one round trip in flight, about 1.25 more of data held behind a
 /// hole until its repair crosses (on a lossy long path there is nearly always one), and
-/// room for a sender still doubling in slow start. At 2 the satellite-first cascade
-/// waited on credit while it ramped (evidence: docs/experiments/relay-p99.md, session 22).
+/// room for a sender still doubling in slow start (why not 2: docs/experiments/
+/// relay-p99.md, "Session 22").
 const START_WINDOW_BDPS: f64 = 4.0;
 
 impl Streams {
