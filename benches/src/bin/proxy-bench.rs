@@ -231,26 +231,12 @@ async fn direct_baseline(
     results: &mut tokio::sync::mpsc::UnboundedReceiver<(u64, [u8; 32])>,
     progress: &std::sync::Arc<SinkProgress>,
 ) -> anyhow::Result<()> {
-    let total = mb * 1_048_576;
-    let (block, sent) = pattern(1 << 20, 1, mb);
-    let t = ctcp_runtime::clock::now();
-    push_pattern(sink, sink, block, mb, None).await?;
-    let (n, got) = results.recv().await.context("sink")?;
-    let secs = t.elapsed().as_secs_f64();
-    if n != total || got != sent {
-        bail!("direct bulk transfer corrupted: {n} of {total} bytes");
-    }
-    let bulk = total as f64 / secs / 1e6;
+    let secs = bulk_transfer(sink, sink, mb, results).await?;
+    let bulk = (mb * 1_048_576) as f64 / secs / 1e6;
     let mut line = format!("direct TCP: bulk {mb} MiB {bulk:.1} MB/s");
     if streams > 0 {
-        let kib: u64 = std::env::var("STREAM_KIB").map_or(Ok(1024), |s| s.parse())?;
-        let per = kib * 1024;
-        let (block, digest) = pattern(per as usize, 2, 1);
-        let via = vec![sink; streams];
-        let p = run_gated(&via, sink, &block, 1, digest, results, progress).await?;
-        let all = per * streams as u64;
-        let aggregate = all as f64 / p.data_secs / 1e6;
-        let moving = p.first_bytes as f64 / p.first_secs / 1e6;
+        let (p, kib, all) = streams_phase(sink, sink, streams, results, progress).await?;
+        let (moving, aggregate) = p.rates(all);
         line += &format!(
             "; {streams} concurrent streams x {kib} KiB: all moving {moving:.1} MB/s ({:.2} x the bulk stream), whole {aggregate:.1} MB/s ({:.2} x); all SHA-256 ok",
             moving / bulk,
@@ -259,6 +245,53 @@ async fn direct_baseline(
     }
     println!("{line}");
     Ok(())
+}
+
+/// `mb` MiB through `via` (a forward's SOCKS port, or `sink` itself: straight there),
+/// checked at the sink; the seconds it took.
+async fn bulk_transfer(
+    via: std::net::SocketAddr,
+    sink: std::net::SocketAddr,
+    mb: u64,
+    results: &mut tokio::sync::mpsc::UnboundedReceiver<(u64, [u8; 32])>,
+) -> anyhow::Result<f64> {
+    let total = mb * 1_048_576;
+    let (block, sent) = pattern(1 << 20, 1, mb);
+    let t = ctcp_runtime::clock::now();
+    push_pattern(via, sink, block, mb, None).await?;
+    let (n, got) = results.recv().await.context("sink")?;
+    let secs = t.elapsed().as_secs_f64();
+    if n != total || got != sent {
+        bail!("bulk transfer corrupted: {n} of {total} bytes");
+    }
+    Ok(secs)
+}
+
+/// `streams` concurrent connections through `via` (as [`bulk_transfer`]), `STREAM_KIB`
+/// KiB each (default 1024), gated: the phase's timings, the KiB per stream and the bytes
+/// in all.
+async fn streams_phase(
+    via: std::net::SocketAddr,
+    sink: std::net::SocketAddr,
+    streams: usize,
+    results: &mut tokio::sync::mpsc::UnboundedReceiver<(u64, [u8; 32])>,
+    progress: &std::sync::Arc<SinkProgress>,
+) -> anyhow::Result<(Phase, u64, u64)> {
+    let kib: u64 = std::env::var("STREAM_KIB").map_or(Ok(1024), |s| s.parse())?;
+    let per = kib * 1024;
+    // Every stream carries the same bytes: one digest to check them all against.
+    let (block, digest) = pattern(per as usize, 2, 1);
+    let p = run_gated(
+        &vec![via; streams],
+        sink,
+        &block,
+        1,
+        digest,
+        results,
+        progress,
+    )
+    .await?;
+    Ok((p, kib, per * streams as u64))
 }
 
 /// One gated phase's timings: every connection opened first, then all written at once.
@@ -273,6 +306,17 @@ struct Phase {
     half_secs: f64,
     /// Until the last had ended.
     data_secs: f64,
+}
+
+impl Phase {
+    /// MB/s while every connection was moving and over the whole data phase, for `all`
+    /// bytes in all.
+    fn rates(&self, all: u64) -> (f64, f64) {
+        (
+            self.first_bytes as f64 / self.first_secs / 1e6,
+            all as f64 / self.data_secs / 1e6,
+        )
+    }
 }
 
 /// Opens one SOCKS connection per entry of `via` (its forward's SOCKS port), waits until
@@ -437,16 +481,9 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let total = mb * 1_048_576;
-    let (block, sent) = pattern(1 << 20, 1, mb);
     let (f0, _) = usage(fwd.0.id())?;
     let (r0, _) = usage(rev.0.id())?;
-    let t = ctcp_runtime::clock::now();
-    push_pattern(tcp, sink, block, mb, None).await?;
-    let (n, got) = results.recv().await.context("sink")?;
-    let secs = t.elapsed().as_secs_f64();
-    if n != total || got != sent {
-        bail!("bulk transfer corrupted: {n} of {total} bytes");
-    }
+    let secs = bulk_transfer(tcp, sink, mb, &mut results).await?;
     let (f1, _) = usage(fwd.0.id())?;
     let (r1, _) = usage(rev.0.id())?;
     println!(
@@ -460,21 +497,14 @@ async fn main() -> anyhow::Result<()> {
     // Many concurrent streams, all opened first, then written at once.
     let bulk = total as f64 / secs / 1e6;
     if streams > 0 {
-        let kib: u64 = std::env::var("STREAM_KIB").map_or(Ok(1024), |s| s.parse())?;
-        let per = kib * 1024;
-        // Every stream carries the same bytes: one digest to check them all against.
-        let (block, digest) = pattern(per as usize, 2, 1);
         let (f0, _) = usage(fwd.0.id())?;
         let (r0, _) = usage(rev.0.id())?;
-        let via = vec![tcp; streams];
-        let p = run_gated(&via, sink, &block, 1, digest, &mut results, &progress).await?;
+        let (p, kib, all) = streams_phase(tcp, sink, streams, &mut results, &progress).await?;
         let (f1, frss) = usage(fwd.0.id())?;
         let (r1, rrss) = usage(rev.0.id())?;
-        let all = per * streams as u64;
         // CPU per 100 MiB over the open and data phases together.
         let cpu = (f1 - f0 + r1 - r0) * 100.0 * 1_048_576.0 / all as f64;
-        let aggregate = all as f64 / p.data_secs / 1e6;
-        let moving = p.first_bytes as f64 / p.first_secs / 1e6;
+        let (moving, aggregate) = p.rates(all);
         println!(
             "{streams} concurrent streams x {kib} KiB: opened in {:.2} s; all moving {:.2} s, {:.0} % of the bytes, {moving:.1} MB/s aggregate ({:.2} x the bulk stream); whole {:.2} s = {aggregate:.1} MB/s ({:.2} x); streams done at first {:.2} s, half {:.2} s, last {:.2} s; CPU per 100 MiB, both proxies, {cpu:.2} s; all SHA-256 ok; peak RSS forward {} MB, reverse {} MB",
             p.open_secs,
@@ -502,8 +532,7 @@ async fn main() -> anyhow::Result<()> {
         let (f1, r1, g1) = (cpu(&fpids)?, usage(rev.0.id())?.0, usage(me)?.0);
         let all = total * sessions as u64;
         let per100 = |c: f64| c * 100.0 * 1_048_576.0 / all as f64;
-        let aggregate = all as f64 / p.data_secs / 1e6;
-        let moving = p.first_bytes as f64 / p.first_secs / 1e6;
+        let (moving, aggregate) = p.rates(all);
         println!(
             "{sessions} sessions (forward processes) x {mb} MiB into one reverse (workers {}): all moving {:.2} s, {moving:.1} MB/s aggregate ({:.2} x the one session); whole {:.2} s = {aggregate:.1} MB/s ({:.2} x); sessions done at first {:.2} s, half {:.2} s, last {:.2} s; CPU per 100 MiB: forwards {:.2} s, reverse {:.2} s, both {:.2} s, this load generator {:.2} s; cores busy over the whole: reverse {:.2}, all {:.2}; all SHA-256 ok",
             workers.as_deref().unwrap_or("default"),

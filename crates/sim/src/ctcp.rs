@@ -1042,8 +1042,8 @@ pub fn run_fairness_offset(
     measure: Duration,
     cubic_start: Duration,
 ) -> Result<(f64, f64), SimError> {
-    let run = FairnessRun::new(rate_bps, rtt, config, seed, cubic_start);
-    measure_fairness(run, warmup, measure)
+    let spec = LinkSpec::new(rate_bps, rtt);
+    run_fairness_offset_on(&spec, config, seed, warmup, measure, cubic_start)
 }
 
 /// [`run_fairness_offset`] on the bottleneck `spec` (see [`FairnessRun::on_link`]): a
@@ -1059,16 +1059,7 @@ pub fn run_fairness_offset_on(
     measure: Duration,
     cubic_start: Duration,
 ) -> Result<(f64, f64), SimError> {
-    let run = FairnessRun::on_link(spec, config, seed, cubic_start);
-    measure_fairness(run, warmup, measure)
-}
-
-/// Runs `run` through `warmup`, then returns each flow's goodput (bit/s) over `measure`.
-fn measure_fairness(
-    mut run: FairnessRun,
-    warmup: Duration,
-    measure: Duration,
-) -> Result<(f64, f64), SimError> {
+    let mut run = FairnessRun::on_link(spec, config, seed, cubic_start);
     run.sim.set_step_limit(200_000_000);
     run.sim.run_until(run.start + warmup)?;
     let (c0, t0) = run.delivered();
