@@ -9,7 +9,7 @@
 //! cargo run --release -p ctcp-benches --bin netbench -- --quick --plots   # ≤ 5 min
 //! cargo run --release -p ctcp-benches --bin netbench -- --full --plots    # ≤ 60 min
 //! cargo run --release -p ctcp-benches --bin netbench -- --validate     # emulator checks
-//! cargo run --release -p ctcp-benches --bin netbench -- --plots-only [--out FILE]
+//! cargo run --release -p ctcp-benches --bin netbench -- --chain-throttle|--plots-only [--out FILE]
 //! cargo run --release -p ctcp-benches --bin netbench -- --jitter --plots      # ≤ 30 min
 //! cargo run --release -p ctcp-benches --bin netbench -- --large-pipe --plots  # ≤ 5 min
 //! cargo run --release -p ctcp-benches --bin netbench -- --asymmetric --plots  # ≤ 8 min
@@ -38,7 +38,9 @@
 //! the satellite) for `--delay-secs` (default 30) through `ctcp-e2e` and `ctcp-relay`,
 //! and reports the extra delivery delay (arrival − write − the chain's one-way delay,
 //! 310 ms) at p50/p90/p99, over all records and after a 5 s warm-up; rows go to
-//! `benches/results/netbench-chain-delay.json`.
+//! `benches/results/netbench-chain-delay.json`. `--chain-radio-loss P` replaces the radio
+//! segment's 15 % (0 gives one tunnel's delay with only the satellite's losses: the floor
+//! of a cascade's).
 //!
 //! `--udp` (issue 27) runs [`ctcp_benches::netbench::udp`]: on a 10 Mbit/s link with a
 //! one-BDP queue, RTT 100 ms and Bernoulli loss 0, 10 and 20 % both ways (`--rtt`, `--loss`
@@ -69,7 +71,10 @@
 //! tunnel end to end (`ctcp-e2e`), two tunnels cascaded through a relay in the middle
 //! namespace (`ctcp-relay`), and kernel BBR and Cubic end to end (cut off after 60 s);
 //! `--chain-systems ctcp-e2e,ctcp-relay` picks some. Rows go to
-//! `benches/results/netbench-chain.json`.
+//! `benches/results/netbench-chain.json`. `--chain-throttle` runs the same downloads on
+//! one other path instead, [`ctcp_benches::netbench::chain::THROTTLED`], where the
+//! relay's next segment (1 Mbit/s) is ten times slower than the one feeding it: the
+//! relay's peak RSS against its configured buffer (`NETBENCH_RELAY_ARGS`).
 //!
 //! The three issue modes ("real links jitter") each compare ctcp with kernel BBR and Cubic
 //! and write their own file (`benches/results/netbench-jitter.json`, `-large-pipe.json`,
@@ -178,6 +183,8 @@ struct Args {
     tandem_secs: u64,
     delay_rate_mbit: f64,
     delay_secs: u64,
+    chain_radio_loss: Option<f64>,
+    chain_throttle: bool,
     mp_cells: Vec<String>,
     mp_systems: Vec<String>,
     failover_path: usize,
@@ -207,6 +214,8 @@ fn parse_args() -> Result<Args> {
         tandem_secs: 16,
         delay_rate_mbit: 5.0,
         delay_secs: 30,
+        chain_radio_loss: None,
+        chain_throttle: false,
         mp_cells: multipath::CELLS.map(String::from).to_vec(),
         mp_systems: multipath::SYSTEMS.map(String::from).to_vec(),
         failover_path: 0,
@@ -227,6 +236,10 @@ fn parse_args() -> Result<Args> {
             "--asymmetric" => a.action = Action::Run(Mode::Asymmetric),
             "--validate" => a.action = Action::Validate,
             "--chain" => a.action = Action::Chain,
+            "--chain-throttle" => {
+                a.action = Action::Chain;
+                a.chain_throttle = true;
+            }
             "--tandem" => a.action = Action::Tandem,
             "--chain-delay" => a.action = Action::ChainDelay,
             "--multipath" => a.action = Action::Multipath,
@@ -303,6 +316,14 @@ fn parse_args() -> Result<Args> {
             "--delay-rate-mbit" => {
                 let v = it.next().context("--delay-rate-mbit needs Mbit/s")?;
                 a.delay_rate_mbit = v.parse().context("--delay-rate-mbit needs Mbit/s")?;
+            }
+            "--chain-radio-loss" => {
+                let v = it.next().context("--chain-radio-loss needs a rate")?;
+                let p: f64 = v.parse().context("--chain-radio-loss needs a rate")?;
+                if !(0.0..1.0).contains(&p) {
+                    bail!("--chain-radio-loss must be in [0, 1), not {p}");
+                }
+                a.chain_radio_loss = Some(p);
             }
             "--delay-secs" => {
                 let v = it.next().context("--delay-secs needs seconds")?;
@@ -402,7 +423,7 @@ fn parse_args() -> Result<Args> {
             }
             "-h" | "--help" => {
                 println!(
-                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--chain|--chain-delay|--tandem|--multipath|--udp|--validate|--plots-only [--out FILE] [--mp-cells aggregate,failover,flap,lossy,redundant] [--mp-systems ctcp-mp,ctcp-p0,...] [--failover-path 0|1] [--mp-config FILE] [--ctcp-multipath] [--repeats N] [--chain-systems ctcp-e2e,ctcp-relay,bbr,cubic] [--tandem-flows 1,2,3,4] [--tandem-systems tcp-cubic,tcp-reno,ctcp-single,ctcp-cascade] [--tandem-secs S] [--delay-rate-mbit M] [--delay-secs S] [--udp-secs S] [--udp-traffic stream,voip] [--udp-gilbert MEAN:BURST,..] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--steady-from S] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic] [--fairness-reference cubic|reno|bbr]"
+                    "netbench --smoke|--quick|--full|--jitter|--large-pipe|--asymmetric|--chain|--chain-delay|--tandem|--multipath|--udp|--validate|--plots-only [--out FILE] [--mp-cells aggregate,failover,flap,lossy,redundant] [--mp-systems ctcp-mp,ctcp-p0,...] [--failover-path 0|1] [--mp-config FILE] [--ctcp-multipath] [--repeats N] [--chain-systems ctcp-e2e,ctcp-relay,bbr,cubic] [--tandem-flows 1,2,3,4] [--tandem-systems tcp-cubic,tcp-reno,ctcp-single,ctcp-cascade] [--tandem-secs S] [--delay-rate-mbit M] [--delay-secs S] [--chain-radio-loss P] [--udp-secs S] [--udp-traffic stream,voip] [--udp-gilbert MEAN:BURST,..] [--plots] [--with-30] [--rtt MS,..] [--loss P,..] [--systems ctcp,cubic,bbr,reno] [--size BYTES] [--steady-from S] [--jitter-dist uniform,normal] [--reorder-jitter] [--no-fairness] [--fairness-only] [--fairness-rtt MS] [--fairness-secs S] [--fairness-against bbr|cubic] [--fairness-reference cubic|reno|bbr]"
                 );
                 std::process::exit(0);
             }
@@ -572,7 +593,12 @@ fn chain_mode(args: &Args) -> Result<()> {
     let systems: Vec<&str> = args.chain_systems.iter().map(String::as_str).collect();
     let size = args.filter.size.unwrap_or(20_000_000);
     let mut rows = Vec::new();
-    for segs in [chain::CHAIN, chain::CHAIN_REVERSED] {
+    let paths = if args.chain_throttle {
+        vec![chain::THROTTLED]
+    } else {
+        vec![chain::CHAIN, chain::CHAIN_REVERSED]
+    };
+    for segs in paths {
         rows.extend(chain::run(
             &bins,
             &work.path,
@@ -584,19 +610,28 @@ fn chain_mode(args: &Args) -> Result<()> {
             &systems,
         )?);
     }
-    println!("\n| path (client side first) | system | goodput Mbit/s | efficiency | first byte s | wire/goodput sat | wire/goodput radio | byte-exact |");
+    println!("\n| path (client side first) | system | goodput Mbit/s | efficiency | first byte s | wire/goodput, first segment, second | byte-exact | relay peak RSS MB |");
     println!("|---|---|---|---|---|---|---|---|");
     for r in &rows {
+        let wire = |i: usize| {
+            let name = r["segments"][i]["name"].as_str().unwrap_or("?");
+            r[format!("wire_per_goodput_{name}")]
+                .as_f64()
+                .unwrap_or(0.0)
+        };
         println!(
-            "| {} | {} | {:.2} | {:.3} | {:.2} | {:.3} | {:.3} | {} |",
+            "| {} | {} | {:.2} | {:.3} | {:.2} | {:.3}, {:.3} | {} | {} |",
             r["path"].as_str().unwrap_or("?"),
             r["system"].as_str().unwrap_or("?"),
             r["goodput_bps"].as_f64().unwrap_or(0.0) / 1e6,
             r["efficiency"].as_f64().unwrap_or(0.0),
             r["first_byte_s"].as_f64().unwrap_or(0.0),
-            r["wire_per_goodput_sat"].as_f64().unwrap_or(0.0),
-            r["wire_per_goodput_radio"].as_f64().unwrap_or(0.0),
-            r["bytes_ok"]
+            wire(0),
+            wire(1),
+            r["bytes_ok"],
+            r["peak_rss_relay_bytes"]
+                .as_u64()
+                .map_or_else(|| "-".to_owned(), |b| (b >> 20).to_string()),
         );
     }
     println!("\nwrote {}", out.path.display());
@@ -620,7 +655,13 @@ fn chain_delay_mode(args: &Args) -> Result<()> {
         .collect();
     let rate = (args.delay_rate_mbit * 1e6) as u64;
     let repeats = if args.repeats_given { args.repeats } else { 1 };
-    for segs in [chain::CHAIN, chain::CHAIN_REVERSED] {
+    for mut segs in [chain::CHAIN, chain::CHAIN_REVERSED] {
+        // `--chain-radio-loss 0`: one tunnel over this chain without the radio's loss
+        // crosses the satellite as a cascade's satellite session does: the floor of the
+        // cascade's delay.
+        for s in segs.iter_mut().filter(|s| s.name == "radio") {
+            s.loss = args.chain_radio_loss.unwrap_or(s.loss);
+        }
         chain::run_delay(
             &bins,
             &work.path,

@@ -97,6 +97,27 @@ pub const CHAIN: [Segment; 2] = [
 /// [`CHAIN`] the other way round: radio next to the client, satellite next to the server.
 pub const CHAIN_REVERSED: [Segment; 2] = [CHAIN[1], CHAIN[0]];
 
+/// A relay whose next segment is ten times slower than the one feeding it (issue 28's
+/// memory item): a download enters the relay over `fast` (10 Mbit/s, 100 ms, 1 %) and
+/// leaves it over `slow` (1 Mbit/s, 100 ms, no loss), so everything the relay lets in
+/// beyond what `slow` drains is held in it.
+pub const THROTTLED: [Segment; 2] = [
+    Segment {
+        name: "slow",
+        rate_bps: 1_000_000,
+        rtt_ms: 100,
+        loss: 0.0,
+        seed: 30,
+    },
+    Segment {
+        name: "fast",
+        rate_bps: 10_000_000,
+        rtt_ms: 100,
+        loss: 0.01,
+        seed: 31,
+    },
+];
+
 /// Address of the last namespace (servers, the last gateway).
 const ADDR_SERVER: &str = "10.77.1.2";
 /// Address of the middle namespace toward A (the relay's tunnel port).
@@ -238,7 +259,11 @@ pub(super) fn gateway(
     args: &[String],
     work: &Path,
 ) -> Result<Proc> {
-    let log = std::fs::File::create(work.join(format!("{name}.log")))?;
+    // Appended, so a run's repeats all stay in the kept work directory.
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(work.join(format!("{name}.log")))?;
     let level = std::env::var("NETBENCH_LOG").unwrap_or_else(|_| "warn".into());
     // With NETBENCH_LOG=debug each session's statistics every 250 ms, as the sweep's
     // proxies log them.
@@ -512,14 +537,22 @@ pub fn run(
                 row["peak_rss_relay_bytes"] = json!(vm_hwm(pid));
                 row["relay_args"] = json!(relay_args().join(" "));
             }
+            let wire = |s: &Segment| {
+                row[format!("wire_per_goodput_{}", s.name)]
+                    .as_f64()
+                    .unwrap_or(0.0)
+            };
             println!(
-                "chain {path} {system:<10} #{rep}: {:6.2} Mbit/s  efficiency {:.3}  first byte {:.2} s  wire/goodput sat {:.3} radio {:.3}  ok {}",
+                "chain {path} {system:<10} #{rep}: {:6.2} Mbit/s  efficiency {:.3}  first byte {:.2} s  wire/goodput {} {:.3} {} {:.3}  ok {}  relay peak RSS {} MB",
                 row["goodput_bps"].as_f64().unwrap_or(0.0) / 1e6,
                 row["efficiency"].as_f64().unwrap_or(0.0),
                 row["first_byte_s"].as_f64().unwrap_or(0.0),
-                row["wire_per_goodput_sat"].as_f64().unwrap_or(0.0),
-                row["wire_per_goodput_radio"].as_f64().unwrap_or(0.0),
-                row["bytes_ok"]
+                segs[0].name,
+                wire(&segs[0]),
+                segs[1].name,
+                wire(&segs[1]),
+                row["bytes_ok"],
+                row["peak_rss_relay_bytes"].as_u64().map_or(0, |b| b >> 20),
             );
             out.write(&row)?;
             rows.push(row);
@@ -594,7 +627,7 @@ def q(xs, p):
     return xs[min(len(xs) - 1, int(round((len(xs) - 1) * p)))] if xs else None
 alld = [x for _, x in delays]
 steady = [x for t, x in delays if t >= warm]
-print(json.dumps({"records": len(delays), "p50_extra_ms": q(alld, .5), "p90_extra_ms": q(alld, .9), "p99_extra_ms": q(alld, .99), "max_extra_ms": max(alld) if alld else None, "steady_records": len(steady), "steady_p50_extra_ms": q(steady, .5), "steady_p90_extra_ms": q(steady, .9), "steady_p99_extra_ms": q(steady, .99)}))
+print(json.dumps({"records": len(delays), "p50_extra_ms": q(alld, .5), "p90_extra_ms": q(alld, .9), "p99_extra_ms": q(alld, .99), "max_extra_ms": max(alld) if alld else None, "max_extra_at_unix": max(delays, key=lambda d: d[1])[0] + first if delays else None, "steady_records": len(steady), "steady_p50_extra_ms": q(steady, .5), "steady_p90_extra_ms": q(steady, .9), "steady_p99_extra_ms": q(steady, .99)}))
 "#;
 
 const DELAY_PORT: u16 = 9000;
@@ -678,6 +711,7 @@ pub fn run_delay(
             row["rate_bps"] = json!(rate_bps);
             row["secs"] = json!(secs);
             row["one_way_delay_ms"] = json!(owd_ms);
+            row["segment_loss"] = json!(segs.map(|s| s.loss));
             println!(
                 "chain-delay {path} {system:<10} #{rep}: {} records, extra delay p50 {:.0} p90 {:.0} p99 {:.0} ms (after 5 s: {:.0} / {:.0} / {:.0})",
                 row["records"],
