@@ -69,6 +69,11 @@ impl Pacer {
         };
     }
 
+    /// The rate the last [`Pacer::delay`] computed, in bytes per second (0 before it).
+    pub(crate) fn rate(&self) -> f64 {
+        self.rate
+    }
+
     /// Current pacing gain.
     #[cfg(test)]
     pub(crate) fn gain(&self) -> f64 {

@@ -495,6 +495,7 @@ impl Connection {
                 .max_datagram
                 .saturating_sub(DATA_HEADER_LEN + TAG_LEN + wire::SOURCE_LAST_HEADER_LEN + ack),
         );
+        self.streams.set_send_rate(self.paths.get(i).pacer.rate());
         self.streams
             .fill_payload(&mut self.bufs.payload, cap, &self.config, &mut self.events)
     }

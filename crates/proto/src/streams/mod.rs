@@ -135,6 +135,8 @@ pub(crate) struct Streams {
     /// Bytes the stream being served (the front of `sparse`, else of `ready`) has sent in
     /// its current turn.
     turn_sent: usize,
+    /// The bytes a turn lasts at the path's current rate ([`Streams::set_send_rate`]).
+    turn_bytes: usize,
     peer_max_data: u64,
     data_sent: u64,
     local_max_data: u64,
@@ -184,6 +186,7 @@ impl Streams {
             sparse: VecDeque::new(),
             budget_waiters: VecDeque::new(),
             turn_sent: 0,
+            turn_bytes: turns::TURN_BYTES,
             peer_max_data: offer.session_window,
             data_sent: 0,
             local_max_data: offer.session_window,

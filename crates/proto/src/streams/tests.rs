@@ -2,7 +2,7 @@
 //! starves, the bookkeeping that keeps a packet's cost to the streams it carries stays
 //! exact, and the frames carry each stream's bytes in order.
 
-use super::turns::TURN_BYTES;
+use super::turns::{MAX_TURN_BYTES, TURN_BYTES};
 use super::*;
 use crate::connection::Side;
 use crate::frame::Frames;
@@ -87,6 +87,47 @@ fn data(id: StreamId, from: u64, len: usize) -> Vec<u8> {
     (0..len as u64).map(|i| byte(id, from + i)).collect()
 }
 
+/// The runs of frames one stream sent back to back: (stream, bytes).
+fn turn_runs(got: &[(StreamId, u64, Vec<u8>)]) -> Vec<(StreamId, usize)> {
+    let mut runs: Vec<(StreamId, usize)> = Vec::new();
+    for (id, _, d) in got {
+        match runs.last_mut() {
+            Some((last, n)) if last == id => *n += d.len(),
+            _ => runs.push((*id, d.len())),
+        }
+    }
+    runs
+}
+
+/// At a loopback rate a turn lasts `MAX_TURN_BYTES`, and each of a thousand streams may
+/// hold that much even though the session budget's even share is smaller: the receiver
+/// then delivers each stream's data in long runs. At 10 Mbit/s turns stay `TURN_BYTES`.
+#[test]
+fn turns_grow_with_the_sending_rate() {
+    let config = TransportConfig::default();
+    for (rate, turn) in [(1.25e6, TURN_BYTES), (1e9, MAX_TURN_BYTES)] {
+        let (mut st, ids) = with_streams(&config, 1000);
+        st.set_send_rate(rate);
+        assert!(config.session_send_buffer / 1000 < MAX_TURN_BYTES);
+        for &id in &ids[..4] {
+            let n = st.write(id, &data(id, 0, 200_000), &config).unwrap();
+            assert!(n >= turn, "a stream may hold a turn: {n} < {turn}");
+        }
+        let (mut events, mut got) = (VecDeque::new(), Vec::new());
+        while symbol(&mut st, &config, CAP, &mut events, &mut got) {
+            check(&st);
+        }
+        let runs = turn_runs(&got);
+        assert!(runs.len() >= 4, "{runs:?}");
+        for &(id, n) in &runs[..4] {
+            assert!(
+                n >= turn && n < turn + CAP,
+                "{id}: a turn of {n} at {rate} B/s"
+            );
+        }
+    }
+}
+
 #[test]
 fn streams_with_data_take_turns_of_turn_bytes_each() {
     let config = TransportConfig::default();
@@ -103,13 +144,7 @@ fn streams_with_data_take_turns_of_turn_bytes_each() {
         assert!(hi - lo <= (TURN_BYTES + CAP) as u64, "spread {lo}..{hi}");
     }
     // Runs of frames, one per turn: (stream, bytes).
-    let mut runs: Vec<(StreamId, usize)> = Vec::new();
-    for (id, _, d) in &got {
-        match runs.last_mut() {
-            Some((last, n)) if last == id => *n += d.len(),
-            _ => runs.push((*id, d.len())),
-        }
-    }
+    let runs = turn_runs(&got);
     let order: Vec<StreamId> = runs.iter().map(|(id, _)| *id).collect();
     assert_eq!(
         &order[..50],

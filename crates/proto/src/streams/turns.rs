@@ -10,21 +10,42 @@
 
 use super::{Streams, MIN_STREAM_SHARE};
 
-/// The bytes a stream sends per turn (whole frames, so up to a symbol more): a run of
-/// symbols for one stream lets the receiver deliver them to its reader in one wake-up
-/// and one write, where a turn per symbol costs both per symbol per stream.
+/// The bytes a stream sends per turn (whole frames, so up to a symbol more) up to the
+/// rate where that is [`TURN_TIME`] of the path: a run of symbols for one stream lets the
+/// receiver deliver them to its reader in one wake-up and one write, where a turn per
+/// symbol costs both per symbol per stream.
 pub(super) const TURN_BYTES: usize = 8 << 10;
+/// The most a turn grows to at high rates. A turn and the symbols around it then fit
+/// the receiver's 64 KiB buffers; 64 KiB turns doubled them (docs/experiments/streams-1k.md).
+pub(super) const MAX_TURN_BYTES: usize = 48 << 10;
+/// How long a turn lasts once [`TURN_BYTES`] would be shorter (above 13 Mbit/s): at
+/// loopback rates 8 KiB passes in microseconds, and with a thousand streams moving the
+/// receiver's wake-up and socket write per turn and stream cost more CPU per byte than
+/// the coding. A stream that was idle still goes first (`sparse`), whatever the turn.
+const TURN_TIME: Duration = Duration::from_millis(5);
 use crate::config::TransportConfig;
 use crate::connection::Event;
 use crate::frame::{self, StreamId};
 use std::collections::VecDeque;
+use std::time::Duration;
 
 impl Streams {
     /// The most one stream may hold unsent: an even share of the session's send budget
     /// (never below [`MIN_STREAM_SHARE`]) when that is below the stream's own buffer, so
     /// with many streams each keeps room to write and none crowds the others out.
     pub(super) fn stream_cap(&self, config: &TransportConfig) -> usize {
-        (config.session_send_buffer / self.map.len().max(1)).max(MIN_STREAM_SHARE)
+        // At least a turn, or a long turn would only ever find a share's worth queued.
+        (config.session_send_buffer / self.map.len().max(1))
+            .max(MIN_STREAM_SHARE)
+            .max(self.turn_bytes)
+    }
+
+    /// Sizes the turns to the rate the path sends at, in bytes per second:
+    /// [`TURN_TIME`] of it, within [`TURN_BYTES`]..=[`MAX_TURN_BYTES`].
+    pub(crate) fn set_send_rate(&mut self, bytes_per_sec: f64) {
+        // `as` saturates, and maps NaN to 0: an unknown rate gives the shortest turn.
+        let bytes = (bytes_per_sec * TURN_TIME.as_secs_f64()) as usize;
+        self.turn_bytes = bytes.clamp(TURN_BYTES, MAX_TURN_BYTES);
     }
 
     /// Gives a stream that has a frame to send a turn: at the back of `sparse` if it was
@@ -81,7 +102,7 @@ impl Streams {
     }
 
     /// Appends stream data, taking turns over the ready queue: the stream at the front
-    /// sends up to [`TURN_BYTES`], then goes to the back if it has more. The frame that ends the
+    /// sends up to `turn_bytes`, then goes to the back if it has more. The frame that ends the
     /// payload goes without its length: each frame is sized against that shorter header,
     /// so a symbol fills exactly, and one left without room for its length ends the
     /// payload (its stream stays at the front and starts the next one). A frame that had
@@ -145,7 +166,7 @@ impl Streams {
             }
             self.turn_sent += n;
             // A stream that ran dry keeps its place for a round (the module doc says why).
-            if !s.send.has_frame() || self.turn_sent >= TURN_BYTES {
+            if !s.send.has_frame() || self.turn_sent >= self.turn_bytes {
                 self.end_turn();
             }
             self.maybe_forget(id);
