@@ -19,7 +19,7 @@ mod netns;
 
 use netns::{fill, in_ns, run, sha256, wait_for_log, Lab};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 const RELAY: &str = "10.202.1.1:7000";
@@ -49,18 +49,6 @@ fn relay_lab() -> Lab {
         lab.addr(n, dev, addr);
     }
     lab
-}
-
-/// The second segment's key (mode 0600), unlike the first's [`Lab::key`].
-fn second_key(lab: &Lab) -> PathBuf {
-    let key = lab.dir.join("psk-next");
-    fs::write(&key, "a5".repeat(32)).unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
-    }
-    key
 }
 
 fn start_relay(lab: &mut Lab, key: &Path, next_key: &Path) {
@@ -131,7 +119,7 @@ fn a_relay_carries_streams_between_namespaces_and_its_loss_is_a_clean_error() {
         return;
     }
     let mut lab = relay_lab();
-    let (key, next_key) = (lab.key(), second_key(&lab));
+    let (key, next_key) = (lab.key(), lab.key_file("psk-next", &"a5".repeat(32)));
     let mut body = vec![0u8; FILE_SIZE];
     fill(&mut body, 28);
     let want = sha256(&body);

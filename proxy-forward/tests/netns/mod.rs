@@ -204,8 +204,13 @@ impl Lab {
 
     /// Writes the test key ([`KEY_HEX`], mode 0600) into the directory; returns its path.
     pub fn key(&self) -> PathBuf {
-        let key = self.dir.join("psk");
-        fs::write(&key, KEY_HEX).unwrap();
+        self.key_file("psk", KEY_HEX)
+    }
+
+    /// Writes the key `hex` (mode 0600) into the directory as `name`; returns its path.
+    pub fn key_file(&self, name: &str, hex: &str) -> PathBuf {
+        let key = self.dir.join(name);
+        fs::write(&key, hex).unwrap();
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

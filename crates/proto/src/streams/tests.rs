@@ -178,7 +178,7 @@ fn a_stream_that_was_idle_goes_before_the_bulk_streams_turns() {
     }
     assert!(st.sparse.is_empty());
     // A request on an idle stream: the next symbol carries it, ahead of the bulk
-    // streams' turns (about 40 symbols in round robin).
+    // streams' turns.
     st.write(quiet, &data(quiet, 0, 300), &config).unwrap();
     got.clear();
     symbol(&mut st, &config, CAP, &mut events, &mut got);

@@ -3,8 +3,8 @@
 //!
 //! A stream that had nothing to send and now has a frame goes to `sparse`, served before
 //! `ready`, for one turn (fq_codel's new flows): a request or a keystroke waits for the
-//! symbol being built, not for a turn of every bulk stream, which at a satellite return
-//! link's 1–2 Mbit/s is a quarter of a second behind eight of them. A stream that runs out
+//! symbol being built, not for a turn of every bulk stream, which on a slow return link
+//! adds up to a noticeable fraction of a second. A stream that runs out
 //! of data keeps its place in `ready` for one more round, so a bulk stream whose writer
 //! refills it within a round never counts as new.
 
@@ -15,13 +15,13 @@ use super::{Streams, MIN_STREAM_SHARE};
 /// receiver deliver them to its reader in one wake-up and one write, where a turn per
 /// symbol costs both per symbol per stream.
 pub(super) const TURN_BYTES: usize = 8 << 10;
-/// The most a turn grows to at high rates. A turn and the symbols around it then fit
-/// the receiver's 64 KiB buffers; 64 KiB turns doubled them (docs/experiments/streams-1k.md).
+/// The most a turn grows to at high rates: a turn and the symbols around it still fit
+/// one 64 KiB receive buffer per stream, which bounds a thousand streams' memory.
 pub(super) const MAX_TURN_BYTES: usize = 48 << 10;
-/// How long a turn lasts once [`TURN_BYTES`] would be shorter (above 13 Mbit/s): at
-/// loopback rates 8 KiB passes in microseconds, and with a thousand streams moving the
-/// receiver's wake-up and socket write per turn and stream cost more CPU per byte than
-/// the coding. A stream that was idle still goes first (`sparse`), whatever the turn.
+/// How long a turn lasts once [`TURN_BYTES`] would be shorter (above 13 Mbit/s): each
+/// turn costs the receiver a wake-up and a socket write for its stream, so at high rates
+/// a turn must be long in bytes for that cost to stay small per byte. A stream that was
+/// idle still goes first (`sparse`), whatever the turn.
 const TURN_TIME: Duration = Duration::from_millis(5);
 use crate::config::TransportConfig;
 use crate::connection::Event;
