@@ -1108,6 +1108,21 @@ impl FairnessRun {
         seed: Seed,
         cubic_start: Duration,
     ) -> Self {
+        Self::against(spec, config, seed, cubic_start, TcpConfig::default())
+    }
+
+    /// [`FairnessRun::on_link`] with the TCP-model flow configured by `tcp` (its
+    /// controller: Cubic, NewReno, or a loss-blind window), starting `tcp_start` after ctcp.
+    ///
+    /// # Panics
+    /// If `spec` has no rate: a shared bottleneck needs one.
+    pub fn against(
+        spec: &LinkSpec,
+        config: TransportConfig,
+        seed: Seed,
+        tcp_start: Duration,
+        tcp: TcpConfig,
+    ) -> Self {
         #[allow(clippy::expect_used)] // a caller's mistake, not an input: say so at once
         let rate_bps = spec.rate_bps.expect("a fairness bottleneck has a rate");
         let rtt = spec.one_way_delay * 2;
@@ -1125,8 +1140,8 @@ impl FairnessRun {
         let rx = CtcpPeer::receiver(config, &psk, seed.0 ^ 1);
         let ctcp = sim.add_flow(tx, rx, fwd_a, ret_a);
         let (ttx, trx) = tcp_pair(TcpConfig {
-            start_at: (!cubic_start.is_zero()).then_some(start + cubic_start),
-            ..TcpConfig::default()
+            start_at: (!tcp_start.is_zero()).then_some(start + tcp_start),
+            ..tcp
         });
         let cubic = sim.add_flow(ttx, trx, fwd_b, ret_b);
         FairnessRun {

@@ -34,6 +34,10 @@ pub enum CcAlgorithm {
     Cubic,
     /// RFC 6582/5681 NewReno.
     NewReno,
+    /// BBR v1's in-flight cap without its pacing: a window of twice the highest delivery
+    /// rate of the last ten rounds × the lowest RTT seen, which no loss lowers (see
+    /// [`BbrWindow`]).
+    BbrWindow,
 }
 
 /// Sender parameters.
@@ -302,6 +306,78 @@ impl CongestionControl for NewReno {
     }
 }
 
+/// BBR v1's window in steady state, for fairness runs against a sender that ignores
+/// loss: `2 × max delivery rate (last 10 rounds) × min RTT`. Startup doubles the window
+/// each round until the first loss. Why model it: the ratchet that makes BBR v1 take a
+/// shallow queue from loss-based flows is this max filter (a competitor's backoff raises
+/// the delivery rate, which the filter keeps for ten rounds), not a fixed window.
+#[derive(Clone, Debug)]
+struct BbrWindow {
+    cwnd: f64,
+    startup: bool,
+    /// Per-round delivery rates (segments per second), newest last, at most [`Self::ROUNDS`].
+    rates: std::collections::VecDeque<f64>,
+    round_start: Option<Instant>,
+    round_acked: u64,
+    min_rtt: Option<Duration>,
+}
+
+impl BbrWindow {
+    const ROUNDS: usize = 10;
+    const GAIN: f64 = 2.0;
+
+    fn new(iw: f64) -> Self {
+        Self {
+            cwnd: iw.max(4.0),
+            startup: true,
+            rates: std::collections::VecDeque::new(),
+            round_start: None,
+            round_acked: 0,
+            min_rtt: None,
+        }
+    }
+}
+
+impl CongestionControl for BbrWindow {
+    fn on_ack(&mut self, now: Instant, acked: u64, srtt: Duration) {
+        if self.startup {
+            self.cwnd += acked as f64;
+        }
+        self.round_acked += acked;
+        let start = *self.round_start.get_or_insert(now);
+        let elapsed = now.saturating_duration_since(start);
+        if elapsed >= srtt && !elapsed.is_zero() {
+            if self.rates.len() == Self::ROUNDS {
+                self.rates.pop_front();
+            }
+            self.rates
+                .push_back(self.round_acked as f64 / elapsed.as_secs_f64());
+            self.round_start = Some(now);
+            self.round_acked = 0;
+        }
+        if let (false, Some(min)) = (self.startup, self.min_rtt) {
+            let max = self.rates.iter().copied().fold(0.0, f64::max);
+            self.cwnd = (Self::GAIN * max * min.as_secs_f64()).max(4.0);
+        }
+    }
+
+    fn on_congestion_event(&mut self, _now: Instant) {
+        self.startup = false;
+    }
+
+    fn on_retransmission_timeout(&mut self, _now: Instant) {
+        self.startup = false;
+    }
+
+    fn on_rtt_sample(&mut self, rtt: Duration, _una: u64, _nxt: u64) {
+        self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+    }
+
+    fn window(&self) -> f64 {
+        self.cwnd
+    }
+}
+
 /// A word-wise checksum over the datagram (stands in for the TCP checksum,
 /// so [`crate::Corrupt`] packets are discarded).
 fn checksum(data: &[u8]) -> u32 {
@@ -426,6 +502,7 @@ impl TcpSender {
         let cc: Box<dyn CongestionControl> = match cfg.cc {
             CcAlgorithm::Cubic => Box::new(Cubic::new(iw)),
             CcAlgorithm::NewReno => Box::new(NewReno::new(iw)),
+            CcAlgorithm::BbrWindow => Box::new(BbrWindow::new(iw)),
         };
         let mss = cfg.mss.max(1) as u64;
         Self {

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 mod backoff;
 mod delivery;
+mod elastic;
 mod growth;
 mod probe;
 mod slow_start;
@@ -90,6 +91,8 @@ pub(crate) struct Ctcp {
     /// Most packets in flight at once so far in slow start (kept across a stale
     /// estimate's reset): the flights an application-limited flow has been sending.
     flight_peak: u64,
+    /// How the queue answered the last cut: whether a sender that ignores loss holds it.
+    elastic: elastic::Elasticity,
 }
 
 /// Fraction of the BDP a handshake path estimate makes the window jump to. Higher than the
@@ -133,6 +136,7 @@ impl Ctcp {
             resume: None,
             delivery: delivery::DeliveryRate::default(),
             flight_peak: 0,
+            elastic: elastic::Elasticity::default(),
         }
     }
 
@@ -216,7 +220,12 @@ impl Ctcp {
     fn cut(&mut self, now: Instant, rtt: &RttEstimator) {
         // The time one packet takes at the current rate (srtt per window).
         let packet_time = rtt.srtt().div_f64(self.cwnd.max(1.0));
-        let beta = backoff::beta_now(rtt, packet_time);
+        self.elastic.judge(rtt.min_rtt());
+        let beta = self
+            .elastic
+            .beta(backoff::beta_now(rtt, packet_time), self.cwnd);
+        self.elastic
+            .on_cut(now, rtt.round_min(), rtt.srtt(), self.cwnd, beta);
         // Cubic's fast convergence (RFC 9438 §4.7): a cut below the last cut's window means
         // the flow's share is shrinking (a newcomer), so the curve aims lower and leaves it
         // room, as the Cubic flow it is fair to would.
@@ -290,6 +299,7 @@ impl Controller for Ctcp {
         if rtt.has_samples() {
             self.alpha_scale = growth::alpha_scale(rtt.min_rtt());
             self.min_rtt = Some(rtt.min_rtt());
+            self.elastic.on_sample(now, rtt.latest());
         }
         if acked > 0 {
             self.delivery.on_ack(now, acked, rtt.srtt());
