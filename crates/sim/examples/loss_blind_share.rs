@@ -26,9 +26,13 @@ fn main() {
             tcp,
         );
         run.sim.set_step_limit(200_000_000);
-        run.sim.run_until(run.start + Duration::from_secs(30)).unwrap();
+        run.sim
+            .run_until(run.start + Duration::from_secs(30))
+            .unwrap();
         let (c0, t0) = run.delivered();
-        run.sim.run_until(run.start + Duration::from_secs(90)).unwrap();
+        run.sim
+            .run_until(run.start + Duration::from_secs(90))
+            .unwrap();
         let (c1, t1) = run.delivered();
         let (c, t) = ((c1 - c0) as f64, (t1 - t0) as f64);
         println!(
