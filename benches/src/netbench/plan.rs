@@ -239,8 +239,14 @@ impl Filter {
             c.jobs
                 .retain(|j| self.systems.is_empty() || self.systems.contains(&j.system));
             if let Some(size) = self.size {
+                let loss = c.link.loss.mean();
                 for j in &mut c.jobs {
                     j.size = size;
+                    // A larger download needs a longer budget to finish; the kernel
+                    // systems keep theirs (their lossy cells report the goodput so far).
+                    if j.system == System::Ctcp {
+                        j.timeout = j.timeout.max(generous_timeout(size, loss));
+                    }
                 }
             }
             if let Some(from) = self.steady_from_s {

@@ -18,28 +18,20 @@ fn main() {
             cc: CcAlgorithm::BbrWindow,
             ..TcpConfig::default()
         };
-        let mut run = FairnessRun::against(
+        let (c, t) = FairnessRun::against(
             &spec,
             TransportConfig::default(),
             Seed(7 + rtt),
             Duration::ZERO,
             tcp,
-        );
-        run.sim.set_step_limit(200_000_000);
-        run.sim
-            .run_until(run.start + Duration::from_secs(30))
-            .unwrap();
-        let (c0, t0) = run.delivered();
-        run.sim
-            .run_until(run.start + Duration::from_secs(90))
-            .unwrap();
-        let (c1, t1) = run.delivered();
-        let (c, t) = ((c1 - c0) as f64, (t1 - t0) as f64);
+        )
+        .goodputs(Duration::from_secs(30), Duration::from_secs(60))
+        .unwrap();
         println!(
             "rtt {rtt} ms: ctcp share {:.3}, ctcp {:.2} Mbit/s, BBR window {:.2}",
             c / (c + t),
-            c * 8.0 / 60e6,
-            t * 8.0 / 60e6
+            c / 1e6,
+            t / 1e6
         );
     }
 }

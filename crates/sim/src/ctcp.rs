@@ -1059,14 +1059,7 @@ pub fn run_fairness_offset_on(
     measure: Duration,
     cubic_start: Duration,
 ) -> Result<(f64, f64), SimError> {
-    let mut run = FairnessRun::on_link(spec, config, seed, cubic_start);
-    run.sim.set_step_limit(200_000_000);
-    run.sim.run_until(run.start + warmup)?;
-    let (c0, t0) = run.delivered();
-    run.sim.run_until(run.start + warmup + measure)?;
-    let (c1, t1) = run.delivered();
-    let secs = measure.as_secs_f64();
-    Ok(((c1 - c0) as f64 * 8.0 / secs, (t1 - t0) as f64 * 8.0 / secs))
+    FairnessRun::on_link(spec, config, seed, cubic_start).goodputs(warmup, measure)
 }
 
 /// One ctcp flow and one Cubic-model flow sharing a bottleneck, set up and not yet run:
@@ -1150,6 +1143,21 @@ impl FairnessRun {
             cubic,
             start,
         }
+    }
+
+    /// Runs `warmup`, then `measure`, and returns each flow's goodput over `measure` in
+    /// bit/s: (ctcp, TCP model).
+    ///
+    /// # Errors
+    /// Fails if the simulation hits its step bound.
+    pub fn goodputs(mut self, warmup: Duration, measure: Duration) -> Result<(f64, f64), SimError> {
+        self.sim.set_step_limit(200_000_000);
+        self.sim.run_until(self.start + warmup)?;
+        let (c0, t0) = self.delivered();
+        self.sim.run_until(self.start + warmup + measure)?;
+        let (c1, t1) = self.delivered();
+        let secs = measure.as_secs_f64();
+        Ok(((c1 - c0) as f64 * 8.0 / secs, (t1 - t0) as f64 * 8.0 / secs))
     }
 
     /// Bytes each flow has delivered in order so far: (ctcp, Cubic).
