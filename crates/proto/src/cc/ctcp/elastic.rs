@@ -20,17 +20,19 @@ use std::time::{Duration, Instant};
 /// The average fall under this fraction of `(1 − β)·T0`: another sender holds the queue
 /// and leaves the flow less than an even share. A competitor that backs off with the flow
 /// makes the fall larger than the flow's share (0.8 at an even share against Cubic).
-pub(super) const HELD_FRACTION: f64 = 0.5;
+const HELD_FRACTION: f64 = 0.5;
 
 /// While held, the average fall must reach this fraction to release: the falls of the
 /// shallow cuts made while held scatter by ± 0.3 around the flow's share.
-pub(super) const RELEASE_FRACTION: f64 = 0.7;
+const RELEASE_FRACTION: f64 = 0.7;
 
 /// Weight of the newest cut in the moving average of falls.
 const RATIO_GAIN: f64 = 0.25;
 
-/// Deepest cut while another sender holds the queue.
-pub(super) const HELD_BETA: f64 = 0.85;
+/// Deepest cut while another sender holds the queue: about the shallowest fixed cut with
+/// which ctcp kept an even share against kernel BBR on a one-BDP queue (evidence in the
+/// experiment named in the module docs).
+const HELD_BETA: f64 = 0.85;
 
 /// The response window: the queue's fall shows one round trip after the cut and is read
 /// over the next round only, as the cut's own round minimum is; a longer window catches
