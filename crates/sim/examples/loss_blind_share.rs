@@ -3,9 +3,8 @@
 //! 60 s measured, at each given RTT.
 //! `cargo run --release -p ctcp-sim --example loss_blind_share -- RTT_MS,..`
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
-use ctcp_proto::TransportConfig;
-use ctcp_sim::ctcp::FairnessRun;
-use ctcp_sim::{CcAlgorithm, LinkSpec, Seed, TcpConfig};
+use ctcp_sim::ctcp::run_against_bbr_window;
+use ctcp_sim::{LinkSpec, Seed};
 use std::time::Duration;
 
 fn main() {
@@ -14,18 +13,12 @@ fn main() {
     });
     for rtt in rtts {
         let spec = LinkSpec::new(5_000_000, Duration::from_millis(rtt));
-        let tcp = TcpConfig {
-            cc: CcAlgorithm::BbrWindow,
-            ..TcpConfig::default()
-        };
-        let (c, t) = FairnessRun::against(
+        let (c, t) = run_against_bbr_window(
             &spec,
-            TransportConfig::default(),
             Seed(7 + rtt),
-            Duration::ZERO,
-            tcp,
+            Duration::from_secs(30),
+            Duration::from_secs(60),
         )
-        .goodputs(Duration::from_secs(30), Duration::from_secs(60))
         .unwrap();
         println!(
             "rtt {rtt} ms: ctcp share {:.3}, ctcp {:.2} Mbit/s, BBR window {:.2}",

@@ -1062,6 +1062,26 @@ pub fn run_fairness_offset_on(
     FairnessRun::on_link(spec, config, seed, cubic_start).goodputs(warmup, measure)
 }
 
+/// One ctcp flow against the TCP model's `CcAlgorithm::BbrWindow` (BBR v1's in-flight
+/// cap, which no loss lowers) on `spec`, both starting together; returns their goodputs
+/// (bit/s) over `measure` after `warmup`.
+///
+/// # Errors
+/// Fails if the simulation hits its step bound.
+pub fn run_against_bbr_window(
+    spec: &LinkSpec,
+    seed: Seed,
+    warmup: Duration,
+    measure: Duration,
+) -> Result<(f64, f64), SimError> {
+    let tcp = TcpConfig {
+        cc: crate::tcp::CcAlgorithm::BbrWindow,
+        ..TcpConfig::default()
+    };
+    FairnessRun::against(spec, TransportConfig::default(), seed, Duration::ZERO, tcp)
+        .goodputs(warmup, measure)
+}
+
 /// One ctcp flow and one Cubic-model flow sharing a bottleneck, set up and not yet run:
 /// what [`run_fairness_offset`] measures, for callers that step it themselves (the
 /// `fairness_trace` example prints it second by second).

@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 const HELD_FRACTION: f64 = 0.5;
 
 /// While held, the average fall must reach this fraction to release: the falls of the
-/// shallow cuts made while held scatter by ± 0.3 around the flow's share.
+/// shallow cuts made while held scatter widely around the flow's share, so a margin above
+/// [`HELD_FRACTION`] keeps one high reading from ending the judgement.
 const RELEASE_FRACTION: f64 = 0.7;
 
 /// Weight of the newest cut in the moving average of falls.
@@ -46,12 +47,10 @@ struct Cut {
     srtt: Duration,
     /// Round minimum at the cut.
     t0: Duration,
-    /// Fall the cut alone explains: `(1 − β)·T0`.
-    expected: Duration,
-    /// Packets the cut took out of the window.
-    removed: f64,
     /// Window before the cut.
     cwnd: f64,
+    /// `1 − β`.
+    depth: f64,
 }
 
 /// The queue's response to the last cut (see the module docs).
@@ -101,14 +100,16 @@ impl Elasticity {
         };
         // A fall smaller than the delay noise floor cannot be told from none: keep the
         // last judgement (a cut at β near 1 drains almost nothing by design).
-        if c.expected < min_judged(min_rtt)
-            || c.removed < MIN_JUDGED_PACKETS
+        // Fall the cut alone explains: `(1 − β)·T0`.
+        let expected = c.t0.mul_f64(c.depth);
+        if expected < min_judged(min_rtt)
+            || c.cwnd * c.depth < MIN_JUDGED_PACKETS
             || c.cwnd < MIN_JUDGED_WINDOW
         {
             return;
         }
         let fell = c.t0.saturating_sub(low);
-        let ratio = fell.as_secs_f64() / c.expected.as_secs_f64();
+        let ratio = fell.as_secs_f64() / expected.as_secs_f64();
         // Capped at 1: a competitor's drain (BBR's ProbeRTT) reads several times the cut,
         // and one such reading must not end the judgement.
         self.ratio += (ratio.min(1.0) - self.ratio) * RATIO_GAIN;
@@ -129,14 +130,12 @@ impl Elasticity {
         cwnd: f64,
         beta: f64,
     ) {
-        let cut = (1.0 - beta).max(0.0);
         self.cut = Some(Cut {
             at: now,
             srtt,
             t0,
-            expected: t0.mul_f64(cut),
-            removed: cwnd * cut,
             cwnd,
+            depth: (1.0 - beta).max(0.0),
         });
         self.low = None;
     }
