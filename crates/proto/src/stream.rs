@@ -132,13 +132,17 @@ impl SendHalf {
     /// Queues as much of `data` as the buffer allows, holding at most `cap` bytes (the
     /// smaller of `cap` and the configured limit); returns how much.
     pub(crate) fn write(&mut self, data: &[u8], cap: usize) -> usize {
+        let n = self.room(cap).min(data.len());
+        self.pending.extend(&data[..n]);
+        n
+    }
+
+    /// Bytes [`SendHalf::write`] would take now.
+    pub(crate) fn room(&self, cap: usize) -> usize {
         if self.fin_requested || self.reset {
             return 0;
         }
-        let room = self.limit(cap).saturating_sub(self.pending.len());
-        let n = room.min(data.len());
-        self.pending.extend(&data[..n]);
-        n
+        self.limit(cap).saturating_sub(self.pending.len())
     }
 
     /// Bytes that could be framed now, given the stream credit.
@@ -330,8 +334,19 @@ impl RecvHalf {
         Ok(self.buffered.saturating_sub(before))
     }
 
-    /// Copies readable bytes into `buf`.
+    /// Copies readable bytes into `buf` and consumes them.
+    #[cfg(test)]
     pub(crate) fn read(&mut self, buf: &mut [u8]) -> ReadOutcome {
+        let out = self.peek(buf);
+        if let ReadOutcome::Data(n) = out {
+            self.consume(n);
+        }
+        out
+    }
+
+    /// Copies readable bytes into `buf` without consuming them: the caller consumes what
+    /// it could pass on ([`RecvHalf::consume`]), so bytes a full socket refused stay here.
+    pub(crate) fn peek(&self, buf: &mut [u8]) -> ReadOutcome {
         if let Some(code) = self.reset {
             return ReadOutcome::Reset(code);
         }
@@ -350,10 +365,15 @@ impl RecvHalf {
             buf[..a.len()].copy_from_slice(a);
             buf[a.len()..n].copy_from_slice(&b[..n - a.len()]);
         }
+        ReadOutcome::Data(n)
+    }
+
+    /// Drops the first `n` readable bytes (at most what is ready), as a read of them would.
+    pub(crate) fn consume(&mut self, n: usize) {
+        let n = n.min(self.ready.len());
         self.ready.drain(..n);
         self.buffered -= n;
         self.read_offset += n as u64;
-        ReadOutcome::Data(n)
     }
 
     /// A new credit limit to announce, once the reader consumed a quarter of the window.
@@ -412,6 +432,11 @@ impl RecvHalf {
     /// How far ahead of the read point credit is granted now.
     pub(crate) fn window(&self) -> u64 {
         self.window
+    }
+
+    /// Bytes a read could return now.
+    pub(crate) fn ready_len(&self) -> usize {
+        self.ready.len()
     }
 
     /// Whether a read would return something other than `Blocked`.

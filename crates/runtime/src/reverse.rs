@@ -148,8 +148,8 @@ async fn handle_stream(
             if stream.send_open_result(OpenResult::Succeeded).is_err() {
                 return;
             }
-            match crate::splice::splice(&mut stream, &mut tcp).await {
-                Ok((up, down)) => {
+            match crate::splice::splice(&mut tcp, &mut stream).await {
+                Ok((down, up)) => {
                     tracing::debug!(session = conn.0, stream = id, up, down, "stream done")
                 }
                 Err(e) => {

@@ -1,78 +1,180 @@
-//! The copy between a TCP socket and a tunnel stream (`copy_bidirectional`), with its
-//! buffer size chosen under a process-wide budget.
+//! The copy between a TCP socket and a tunnel stream, both ways, through one scratch
+//! buffer per runtime thread instead of a buffer per stream and direction.
 //!
-//! Each fill of a copy buffer is one TCP syscall, one lock of the session's shard and at
-//! most one wake-up of its driver, so at tokio's default 8 KiB these, not the bytes, are
-//! most of a fast stream's CPU. A 64 KiB buffer moves eight times as much per syscall and
-//! per wake-up, but it costs memory for every stream (1,000 streams of 64 KiB add about
-//! 56 MB to a proxy's RSS, past issue 26's 128 MB). So the first [`LARGE_STREAMS`] streams
-//! of the process at a time get [`LARGE`] buffers and the rest [`SMALL`] ones: a stream
-//! that carries a bulk transfer usually has the process to itself, and 1,000 streams cost
-//! at most [`LARGE_STREAMS`] × 2 × ([`LARGE`] − [`SMALL`]) more than with small buffers.
+//! Each TCP syscall, lock of the session's shard and wake-up of its driver costs more than
+//! the bytes it moves, so a copy should move as much per call as there is. A buffer per
+//! stream that large costs memory for every stream (1,000 streams × 2 × 64 KiB is 128 MB);
+//! a scratch buffer that is filled and emptied within one poll costs it once per thread.
+//! That needs the tunnel stream's cooperation both ways:
+//! - socket → stream: the stream says how much it would take now
+//!   ([`TunnelStream::poll_write_room`]) and the socket is read for no more than that;
+//! - stream → socket: the stream's bytes are copied out without being consumed
+//!   ([`TunnelStream::poll_peek`]) and only what the socket took is consumed, so a full
+//!   socket leaves the rest where it was.
+//!
+//! Bytes read from the socket that the stream then refuses (another stream took the
+//! session's send budget between the two calls) wait in a per-direction `Vec`, which is
+//! empty and unallocated otherwise.
 
+use crate::tunnel::TunnelStream;
+use std::cell::RefCell;
+use std::future::poll_fn;
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use tokio::io::{AsyncRead, AsyncWrite};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use tokio::io::AsyncWrite;
+use tokio::net::TcpStream;
 
-/// Bytes per direction of a stream holding a large-buffer grant.
-pub(crate) const LARGE: usize = 64 * 1024;
-/// Bytes per direction otherwise (tokio's default).
-pub(crate) const SMALL: usize = 8 * 1024;
-/// Streams of the process that may hold large buffers at once.
-pub(crate) const LARGE_STREAMS: usize = 32;
+/// Bytes moved per socket call at most: loopback's largest TCP segment, so one write is one
+/// segment on loopback and a few dozen on a real link.
+pub(crate) const CHUNK: usize = 64 * 1024;
 
-/// Large-buffer grants held now, process-wide.
-static LARGE_HELD: AtomicUsize = AtomicUsize::new(0);
-
-/// One stream's buffer size: large while it holds one of the [`LARGE_STREAMS`] grants,
-/// which it gives back when dropped.
-#[derive(Debug)]
-pub(crate) struct BufferGrant {
-    large: bool,
+thread_local! {
+    /// The copy's scratch buffer: filled and emptied within one call of [`with_scratch`].
+    static SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0; CHUNK]);
 }
 
-impl BufferGrant {
-    /// Takes a large-buffer grant if one is free, else a small one.
-    pub(crate) fn take() -> Self {
-        let large = LARGE_HELD
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < LARGE_STREAMS).then_some(n + 1)
-            })
-            .is_ok();
-        BufferGrant { large }
-    }
+/// Runs `f` on this thread's scratch buffer ([`CHUNK`] bytes), or on a fresh one if it is
+/// in use (it never is: nothing inside `f` awaits or calls back into the splice).
+fn with_scratch<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+    SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut buf) => f(&mut buf),
+        Err(_) => f(&mut vec![0; CHUNK]),
+    })
+}
 
-    /// Bytes per direction this grant allows.
-    pub(crate) fn size(&self) -> usize {
-        if self.large {
-            LARGE
-        } else {
-            SMALL
+/// Socket → stream.
+#[derive(Default)]
+struct Up {
+    /// Bytes read from the socket that the stream refused; written first.
+    refused: Vec<u8>,
+    /// The socket reached its end; the stream is finished next.
+    eof: bool,
+    done: bool,
+    bytes: u64,
+}
+
+impl Up {
+    fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        tcp: &TcpStream,
+        stream: &mut TunnelStream,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            if self.done {
+                return Poll::Ready(Ok(()));
+            }
+            while !self.refused.is_empty() {
+                let n = ready!(Pin::new(&mut *stream).poll_write(cx, &self.refused))?;
+                self.refused.drain(..n);
+                self.bytes += n as u64;
+            }
+            self.refused = Vec::new();
+            if self.eof {
+                ready!(Pin::new(&mut *stream).poll_shutdown(cx))?;
+                self.done = true;
+                continue;
+            }
+            let room = ready!(stream.poll_write_room(cx))?;
+            ready!(tcp.poll_read_ready(cx))?;
+            let read = with_scratch(|buf| -> io::Result<Option<usize>> {
+                let n = match tcp.try_read(&mut buf[..room.min(CHUNK)]) {
+                    Ok(n) => n,
+                    // Readiness was stale; `poll_read_ready` now waits for the next.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                    Err(e) => return Err(e),
+                };
+                if n > 0 {
+                    let taken = match Pin::new(&mut *stream).poll_write(cx, &buf[..n]) {
+                        Poll::Ready(r) => r?,
+                        Poll::Pending => 0,
+                    };
+                    self.bytes += taken as u64;
+                    self.refused.extend_from_slice(&buf[taken..n]);
+                }
+                Ok(Some(n))
+            })?;
+            if read == Some(0) {
+                self.eof = true;
+            }
         }
     }
 }
 
-impl Drop for BufferGrant {
-    fn drop(&mut self) {
-        if self.large {
-            LARGE_HELD.fetch_sub(1, Ordering::AcqRel);
+/// Stream → socket.
+#[derive(Default)]
+struct Down {
+    /// The stream reached its end; the socket's sending side is shut next.
+    eof: bool,
+    done: bool,
+    bytes: u64,
+}
+
+impl Down {
+    fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        tcp: &mut TcpStream,
+        stream: &mut TunnelStream,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            if self.done {
+                return Poll::Ready(Ok(()));
+            }
+            if self.eof {
+                ready!(Pin::new(&mut *tcp).poll_shutdown(cx))?;
+                self.done = true;
+                continue;
+            }
+            ready!(tcp.poll_write_ready(cx))?;
+            let sock = &*tcp;
+            let step = with_scratch(|buf| -> Poll<io::Result<Option<usize>>> {
+                let n = ready!(stream.poll_peek(cx, buf))?;
+                if n == 0 {
+                    return Poll::Ready(Ok(Some(0)));
+                }
+                match sock.try_write(&buf[..n]) {
+                    Ok(0) => Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                    Ok(m) => {
+                        stream.consume(m)?;
+                        Poll::Ready(Ok(Some(m)))
+                    }
+                    // Readiness was stale; the peeked bytes stay in the stream.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Poll::Ready(Ok(None)),
+                    Err(e) => Poll::Ready(Err(e)),
+                }
+            });
+            match ready!(step)? {
+                Some(0) => self.eof = true,
+                Some(m) => self.bytes += m as u64,
+                None => {}
+            }
         }
     }
 }
 
-/// Copies both ways between `a` and `b` until both directions end (as
-/// `tokio::io::copy_bidirectional`), with buffers sized by a [`BufferGrant`] held for the
-/// copy's life. Returns the bytes moved a → b and b → a.
+/// Copies both ways between `tcp` and `stream` until both directions end, each end's
+/// close passed on as a half-close (as `tokio::io::copy_bidirectional`). Returns the bytes
+/// moved socket → stream and stream → socket.
 ///
 /// # Errors
 /// The first I/O error of either direction.
-pub(crate) async fn splice<A, B>(a: &mut A, b: &mut B) -> io::Result<(u64, u64)>
-where
-    A: AsyncRead + AsyncWrite + Unpin + ?Sized,
-    B: AsyncRead + AsyncWrite + Unpin + ?Sized,
-{
-    let grant = BufferGrant::take();
-    tokio::io::copy_bidirectional_with_sizes(a, b, grant.size(), grant.size()).await
+pub(crate) async fn splice(
+    tcp: &mut TcpStream,
+    stream: &mut TunnelStream,
+) -> io::Result<(u64, u64)> {
+    let (mut up, mut down) = (Up::default(), Down::default());
+    poll_fn(|cx| {
+        let up_done = up.poll(cx, tcp, stream)?.is_ready();
+        let down_done = down.poll(cx, tcp, stream)?.is_ready();
+        if up_done && down_done {
+            Poll::Ready(Ok((up.bytes, down.bytes)))
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
 }
 
 #[cfg(test)]
@@ -80,49 +182,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn large_grants_are_bounded_and_given_back() {
-        // Other tests of this process may hold grants too: count only what this one took.
-        let grants: Vec<_> = (0..LARGE_STREAMS + 8)
-            .map(|_| BufferGrant::take())
-            .collect();
-        let large = grants.iter().filter(|g| g.size() == LARGE).count();
-        assert!(large <= LARGE_STREAMS);
-        assert!(grants
-            .iter()
-            .all(|g| g.size() == LARGE || g.size() == SMALL));
-        assert!(LARGE_HELD.load(Ordering::Acquire) <= LARGE_STREAMS);
-        let before = LARGE_HELD.load(Ordering::Acquire);
-        drop(grants);
-        assert_eq!(LARGE_HELD.load(Ordering::Acquire), before - large);
-    }
-
-    #[tokio::test]
-    async fn splice_moves_both_ways_and_half_closes() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let (mut a, a_far) = tokio::io::duplex(1024);
-        let (mut b, b_far) = tokio::io::duplex(1024);
-        let copy = tokio::spawn(async move { splice(&mut a, &mut b).await });
-        let up: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
-        let down: Vec<u8> = (0..70_000u32).map(|i| (i * 7) as u8).collect();
-        // Each far end writes and reads at once, as a socket's peer would.
-        async fn exchange(end: tokio::io::DuplexStream, out: Vec<u8>) -> Vec<u8> {
-            let (mut r, mut w) = tokio::io::split(end);
-            let send = async move {
-                w.write_all(&out).await.unwrap();
-                w.shutdown().await.unwrap();
-            };
-            let recv = async move {
-                let mut got = Vec::new();
-                r.read_to_end(&mut got).await.unwrap();
-                got
-            };
-            tokio::join!(send, recv).1
-        }
-        let writer_a = tokio::spawn(exchange(a_far, up.clone()));
-        let writer_b = tokio::spawn(exchange(b_far, down.clone()));
-        assert_eq!(writer_b.await.unwrap(), up);
-        assert_eq!(writer_a.await.unwrap(), down);
-        let (ab, ba) = copy.await.unwrap().unwrap();
-        assert_eq!((ab, ba), (up.len() as u64, down.len() as u64));
+    fn scratch_in_use_falls_back_to_a_fresh_buffer() {
+        let outer = with_scratch(|a| {
+            a[0] = 7;
+            with_scratch(|b| {
+                b[0] = 9;
+                (b.len(), b[0])
+            })
+        });
+        assert_eq!(outer, (CHUNK, 9));
+        assert_eq!(with_scratch(|a| a[0]), 7);
     }
 }

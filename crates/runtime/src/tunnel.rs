@@ -106,6 +106,104 @@ impl TunnelStream {
     }
 }
 
+/// The splice's view of a stream: bytes are copied out before they are consumed, and a
+/// write is sized before the socket is read, so a copy needs no buffer of its own that
+/// would outlive one poll (`crate::splice`).
+impl TunnelStream {
+    /// Copies readable bytes into `buf` without consuming them ([`TunnelStream::consume`]
+    /// does); `Ready(Ok(0))` is the end of the stream, as with `poll_read`.
+    pub(crate) fn poll_peek(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        if self.read_eof {
+            return Poll::Ready(Ok(0));
+        }
+        let (conn, id) = (self.conn, self.id);
+        let res = self.driver.with_conn_wake(conn, |c, w| {
+            let out = c.peek(id, buf);
+            if matches!(out, Ok(ReadOutcome::Blocked)) {
+                w.read.insert((conn, id), cx.waker().clone());
+            }
+            // An ended stream may leave a frame for the peer; peeked bytes free nothing.
+            let wake = matches!(out, Ok(ReadOutcome::Finished | ReadOutcome::Reset(_)))
+                && c.has_control_queued();
+            (out, wake)
+        });
+        self.read_outcome(res)
+    }
+
+    /// Consumes `n` bytes returned by [`TunnelStream::poll_peek`], as reading them would.
+    ///
+    /// # Errors
+    /// The session or stream is gone.
+    pub(crate) fn consume(&mut self, n: usize) -> io::Result<()> {
+        let id = self.id;
+        self.driver
+            .with_conn_wake(self.conn, |c, _| {
+                let out = c.consume(crate::clock::now(), id, n);
+                // Consuming frees credit; only a credit update queued for the peer is
+                // news for the send loop.
+                (out, c.has_control_queued())
+            })
+            .map_err(lost)?
+            .map_err(api)
+    }
+
+    /// Bytes a write would take now; `Pending` (woken when room frees) while it is none.
+    pub(crate) fn poll_write_room(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        if self.write_closed {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "stream closed for writing",
+            )));
+        }
+        let (conn, id) = (self.conn, self.id);
+        let res = self.driver.with_conn_wake(conn, |c, w| {
+            let out = c.write_room(id);
+            if matches!(out, Ok(0)) {
+                w.write.insert((conn, id), cx.waker().clone());
+            }
+            (out, false)
+        });
+        match res {
+            Err(e) => Poll::Ready(Err(lost(e))),
+            Ok(Err(e)) => Poll::Ready(Err(api(e))),
+            Ok(Ok(0)) => Poll::Pending,
+            Ok(Ok(n)) => Poll::Ready(Ok(n)),
+        }
+    }
+
+    /// `poll_read`'s and `poll_peek`'s answer to a read outcome: data, end, or error.
+    fn read_outcome(
+        &mut self,
+        res: Result<Result<ReadOutcome, StreamApiError>, ConnectionError>,
+    ) -> Poll<io::Result<usize>> {
+        match res {
+            Err(e) => Poll::Ready(Err(lost(e))),
+            Ok(Err(StreamApiError::UnknownStream)) => {
+                self.read_eof = true;
+                Poll::Ready(Ok(0))
+            }
+            Ok(Err(e)) => Poll::Ready(Err(api(e))),
+            Ok(Ok(ReadOutcome::Data(n))) => Poll::Ready(Ok(n)),
+            Ok(Ok(ReadOutcome::Blocked)) => Poll::Pending,
+            Ok(Ok(ReadOutcome::Finished)) => {
+                self.read_eof = true;
+                Poll::Ready(Ok(0))
+            }
+            Ok(Ok(ReadOutcome::Reset(code))) => {
+                self.read_eof = true;
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::ConnectionReset,
+                    format!("stream reset by peer (code {code})"),
+                )))
+            }
+        }
+    }
+}
+
 impl AsyncRead for TunnelStream {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -127,30 +225,7 @@ impl AsyncRead for TunnelStream {
             let wake = !matches!(out, Ok(ReadOutcome::Blocked)) && c.has_control_queued();
             (out, wake)
         });
-        match res {
-            Err(e) => Poll::Ready(Err(lost(e))),
-            Ok(Err(StreamApiError::UnknownStream)) => {
-                this.read_eof = true;
-                Poll::Ready(Ok(()))
-            }
-            Ok(Err(e)) => Poll::Ready(Err(api(e))),
-            Ok(Ok(ReadOutcome::Data(n))) => {
-                buf.advance(n);
-                Poll::Ready(Ok(()))
-            }
-            Ok(Ok(ReadOutcome::Blocked)) => Poll::Pending,
-            Ok(Ok(ReadOutcome::Finished)) => {
-                this.read_eof = true;
-                Poll::Ready(Ok(()))
-            }
-            Ok(Ok(ReadOutcome::Reset(code))) => {
-                this.read_eof = true;
-                Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::ConnectionReset,
-                    format!("stream reset by peer (code {code})"),
-                )))
-            }
-        }
+        this.read_outcome(res).map_ok(|n| buf.advance(n))
     }
 }
 

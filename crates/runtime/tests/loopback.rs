@@ -36,6 +36,72 @@ async fn bulk_transfer_is_byte_exact() {
     assert!(read >= data.len() as u64, "reverse read {read} bytes");
 }
 
+/// Reads `r` to its end a few KiB at a time with pauses, as a slow application would,
+/// and returns the bytes' SHA-256.
+async fn read_slowly(mut r: impl tokio::io::AsyncRead + Unpin) -> [u8; 32] {
+    let mut h = Sha256::new();
+    let mut buf = [0u8; 4096];
+    for i in 0u64.. {
+        let n = r.read(&mut buf).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        if i % 4 == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    h.finalize().into()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_readers_at_both_ends_get_every_byte() {
+    // Both applications read slower than the tunnel delivers, through small socket
+    // buffers, so the proxies' writes to them are refused or partial: the bytes a socket
+    // did not take must stay in the stream, in order, until it does.
+    let p = pair().await;
+    let small = 16 * 1024;
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(small).unwrap();
+    sock.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = sock.listen(16).unwrap();
+    let target = listener.local_addr().unwrap();
+    let (up, down) = (pattern(11, 6 << 20), pattern(12, 6 << 20));
+    let (up_hash, down_hash): ([u8; 32], [u8; 32]) =
+        (Sha256::digest(&up).into(), Sha256::digest(&down).into());
+    let server = tokio::spawn(async move {
+        let (c, _) = listener.accept().await.unwrap();
+        let (r, mut w) = c.into_split();
+        let send = async move {
+            w.write_all(&down).await.unwrap();
+            w.shutdown().await.unwrap();
+        };
+        tokio::join!(send, read_slowly(r)).1
+    });
+    let client = async {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.set_recv_buffer_size(small).unwrap();
+        let s = sock.connect(p.fwd.local_addr).await.unwrap();
+        let s = socks_over(s, &v4(target), target.port(), 1)
+            .await
+            .expect("connect ok");
+        let (r, mut w) = s.into_split();
+        let send = async move {
+            w.write_all(&up).await.unwrap();
+            w.shutdown().await.unwrap();
+        };
+        tokio::join!(send, read_slowly(r)).1
+    };
+    let (got_down, got_up) = tokio::time::timeout(T, async {
+        let d = client.await;
+        (d, server.await.unwrap())
+    })
+    .await
+    .expect("no hang");
+    assert_eq!(got_down, down_hash, "target to client");
+    assert_eq!(got_up, up_hash, "client to target");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_concurrent_streams_are_byte_exact() {
     let p = pair().await;

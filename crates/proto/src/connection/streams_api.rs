@@ -24,6 +24,19 @@ impl Connection {
         self.streams.write(id, data, &self.config)
     }
 
+    /// Bytes a [`Connection::write`] on `id` would take now. Zero counts as a refused write:
+    /// [`crate::Event::StreamWritable`] follows when room frees. Lets a caller read only
+    /// as much from its socket as the stream will take.
+    ///
+    /// # Errors
+    /// As [`Connection::write`]'s.
+    pub fn write_room(&mut self, id: StreamId) -> Result<usize, StreamApiError> {
+        if matches!(self.state, State::Drained | State::Closing { .. }) {
+            return Err(StreamApiError::NotConnected);
+        }
+        self.streams.write_room_or_wait(id, &self.config)
+    }
+
     /// Ends the sending direction of a stream (TCP half-close).
     pub fn finish(&mut self, id: StreamId) -> Result<(), StreamApiError> {
         self.streams.finish(id)
@@ -43,6 +56,27 @@ impl Connection {
             self.stats.stream_bytes_read += n as u64;
         }
         Ok(out)
+    }
+
+    /// Copies readable bytes of a stream into `buf` without consuming them, so a caller
+    /// whose socket takes only part of them consumes just that part
+    /// ([`Connection::consume`]); an ended stream reads as [`Connection::read`] would.
+    ///
+    /// # Errors
+    /// As [`Connection::read`]'s.
+    pub fn peek(&mut self, id: StreamId, buf: &mut [u8]) -> Result<ReadOutcome, StreamApiError> {
+        self.streams.peek(id, buf)
+    }
+
+    /// Consumes the first `n` readable bytes of a stream at `now`, as reading them would.
+    ///
+    /// # Errors
+    /// As [`Connection::read`]'s.
+    pub fn consume(&mut self, now: Instant, id: StreamId, n: usize) -> Result<(), StreamApiError> {
+        let srtt = self.paths.get(self.paths.lead()).rtt.srtt();
+        let n = self.streams.consume(now, srtt, id, n, &self.config)?;
+        self.stats.stream_bytes_read += n as u64;
+        Ok(())
     }
 
     /// Abruptly ends a stream in both directions.

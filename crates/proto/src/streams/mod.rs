@@ -14,9 +14,8 @@
 use crate::config::TransportConfig;
 use crate::connection::{ConnectionError, Event, Side, StreamApiError};
 use crate::frame::{Frame, OpenResult, StreamId, Target};
-use crate::stream::{CreditTuner, ReadOutcome, RecvHalf, SendHalf, StreamError};
+use crate::stream::{CreditTuner, RecvHalf, SendHalf, StreamError};
 use std::collections::{BTreeMap, VecDeque};
-use std::time::{Duration, Instant};
 
 /// Stream reset code: the peer exceeded the stream limit.
 pub const RESET_REFUSED: u8 = 0xfe;
@@ -273,105 +272,6 @@ impl Streams {
         Ok(id)
     }
 
-    /// Queues bytes on a stream within its credit and the session's send budget; returns
-    /// how many were taken.
-    pub(crate) fn write(
-        &mut self,
-        id: StreamId,
-        data: &[u8],
-        config: &TransportConfig,
-    ) -> Result<usize, StreamApiError> {
-        let cap = self.stream_cap(config);
-        let s = self.map.get_mut(&id).ok_or(StreamApiError::UnknownStream)?;
-        if s.send.reset {
-            return Err(StreamApiError::Reset);
-        }
-        let budget = config.session_send_buffer;
-        let room = budget.saturating_sub(self.send_buffered);
-        let own_room = s.send.limit(cap).saturating_sub(s.send.buffered());
-        let n = s.send.write(&data[..data.len().min(room)], cap);
-        self.send_buffered += n;
-        if n < data.len() && !s.send.fin_requested {
-            if own_room <= room {
-                s.write_blocked = true;
-            } else if !s.budget_waiting {
-                s.budget_waiting = true;
-                self.budget_waiters.push_back(id);
-                if self.budget_waiters.len() > 2 * self.map.len() + 16 {
-                    // Forgotten streams' ids: keep the queue bounded by the open streams.
-                    let map = &self.map;
-                    self.budget_waiters
-                        .retain(|id| map.get(id).is_some_and(|s| s.budget_waiting));
-                }
-                if !self.budget_blocked {
-                    tracing::debug!(
-                        budget,
-                        "session send buffer full: stream writes wait for the peer"
-                    );
-                }
-                self.budget_blocked = true;
-            }
-        }
-        if n > 0 {
-            self.mark_ready(id);
-        }
-        Ok(n)
-    }
-
-    /// Ends the sending direction of a stream.
-    pub(crate) fn finish(&mut self, id: StreamId) -> Result<(), StreamApiError> {
-        let s = self.map.get_mut(&id).ok_or(StreamApiError::UnknownStream)?;
-        s.send.fin_requested = true;
-        self.mark_ready(id);
-        Ok(())
-    }
-
-    /// Reads from a stream at `now`, queueing credit updates as the application
-    /// consumes; `srtt` paces the credit autotuner, if on.
-    pub(crate) fn read(
-        &mut self,
-        now: Instant,
-        srtt: Duration,
-        id: StreamId,
-        buf: &mut [u8],
-        config: &TransportConfig,
-    ) -> Result<ReadOutcome, StreamApiError> {
-        let s = self.map.get_mut(&id).ok_or(StreamApiError::UnknownStream)?;
-        let out = s.recv.read(buf);
-        match out {
-            ReadOutcome::Data(n) => {
-                self.data_read += n as u64;
-                let before = s.recv.window();
-                if let Some(max) = s.recv.credit_update(now, srtt) {
-                    self.control
-                        .push_back(OwnedFrame::MaxStreamData { id, max });
-                }
-                if config.credit_autotune {
-                    // The session makes room for every open stream's window.
-                    self.stream_windows += s.recv.window() - before;
-                    self.local_window = self
-                        .local_window
-                        .max(self.stream_windows.min(config.session_window));
-                }
-                // A quarter of the window, like the streams' (see `RecvHalf::credit_update`);
-                // granted credit is never taken back.
-                let left = self.local_max_data.saturating_sub(self.data_read);
-                if left <= self.local_window / 4 * 3 {
-                    self.local_max_data = self.data_read + self.local_window;
-                    self.control.push_back(OwnedFrame::MaxData {
-                        max: self.local_max_data,
-                    });
-                }
-            }
-            ReadOutcome::Blocked => s.read_notified = false,
-            ReadOutcome::Finished | ReadOutcome::Reset(_) => {
-                s.read_notified = false;
-                self.maybe_forget(id);
-            }
-        }
-        Ok(out)
-    }
-
     /// Abruptly ends a stream in both directions.
     pub(crate) fn reset(&mut self, id: StreamId, code: u8) -> Result<(), StreamApiError> {
         let s = self.map.get_mut(&id).ok_or(StreamApiError::UnknownStream)?;
@@ -573,6 +473,7 @@ impl Streams {
     }
 }
 
+mod app_io;
 mod credit;
 #[cfg(test)]
 mod tests;

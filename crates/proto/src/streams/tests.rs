@@ -6,6 +6,7 @@ use super::turns::{MAX_TURN_BYTES, TURN_BYTES};
 use super::*;
 use crate::connection::Side;
 use crate::frame::Frames;
+use crate::stream::ReadOutcome;
 use proptest::prelude::*;
 use std::net::{Ipv4Addr, SocketAddr};
 
@@ -579,4 +580,67 @@ fn a_measured_path_widens_autotuned_streams_to_four_times_its_bdp() {
     st2.note_incoming_path(6.25e6, std::time::Duration::from_millis(10));
     let id = st2.open(target(), &config).unwrap();
     assert_eq!(st2.map[&id].recv.window(), floor);
+}
+
+#[test]
+fn a_peek_leaves_the_bytes_until_they_are_consumed() {
+    // The splice copies a stream's bytes out before its socket takes them: what the socket
+    // refused must read again, and credit must follow only what was consumed.
+    let config = TransportConfig::default();
+    let t0 = crate::test_clock::base();
+    let mut st = Streams::new(Side::Server, 1, &config);
+    let mut events = VecDeque::new();
+    let sent: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
+    let frame = Frame::Stream {
+        id: 0,
+        offset: 0,
+        fin: true,
+        data: &sent,
+    };
+    st.on_frame(frame, &config, &mut events).unwrap();
+    st.control.clear();
+    let mut buf = [0u8; 2000];
+    assert_eq!(st.peek(0, &mut buf), Ok(ReadOutcome::Data(2000)));
+    assert_eq!(st.peek(0, &mut buf), Ok(ReadOutcome::Data(2000)));
+    assert_eq!(buf[..], sent[..2000]);
+    assert_eq!(st.data_read, 0, "a peek reads nothing");
+    assert_eq!(st.consume(t0, SRTT, 0, 500, &config), Ok(500));
+    assert_eq!(st.peek(0, &mut buf), Ok(ReadOutcome::Data(2000)));
+    assert_eq!(buf[..], sent[500..2500]);
+    // More than is ready consumes what is ready.
+    assert_eq!(st.consume(t0, SRTT, 0, 10_000, &config), Ok(2500));
+    assert_eq!(st.data_read, 3000);
+    assert_eq!(st.peek(0, &mut buf), Ok(ReadOutcome::Finished));
+}
+
+#[test]
+fn write_room_is_what_a_write_takes_and_none_waits_like_a_refused_write() {
+    let config = TransportConfig {
+        session_send_buffer: 256 << 10,
+        ..TransportConfig::default()
+    };
+    let (mut st, ids) = with_streams(&config, 64);
+    for &id in &ids {
+        let room = st.write_room_or_wait(id, &config).unwrap();
+        assert_eq!(st.write(id, &vec![7; 2 * room + 1], &config), Ok(room));
+    }
+    // The budget is spent: every stream that got less than its floor waits for a refill,
+    // once, as the refused writes above already made it.
+    for &id in &ids {
+        assert_eq!(st.write_room_or_wait(id, &config), Ok(0));
+    }
+    check(&st);
+    let waiting = st.budget_waiters.len();
+    assert!(waiting > 0 && st.budget_blocked);
+    // A stream refused by its own limit is blocked on it, not queued for the budget.
+    let config = TransportConfig::default();
+    let (mut st, ids) = with_streams(&config, 1);
+    let room = st.write_room_or_wait(ids[0], &config).unwrap();
+    assert_eq!(st.write(ids[0], &vec![1; room], &config), Ok(room));
+    assert_eq!(st.write_room_or_wait(ids[0], &config), Ok(0));
+    assert!(st.map[&ids[0]].write_blocked);
+    assert!(st.budget_waiters.is_empty());
+    check(&st);
+    st.finish(ids[0]).unwrap();
+    assert_eq!(st.write_room_or_wait(ids[0], &config), Ok(0));
 }

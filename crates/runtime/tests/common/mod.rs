@@ -46,7 +46,23 @@ pub async fn socks(
     port: u16,
     cmd: u8,
 ) -> Result<TcpStream, u8> {
-    let mut s = TcpStream::connect(proxy).await.unwrap();
+    socks_over(
+        TcpStream::connect(proxy).await.unwrap(),
+        atyp_addr,
+        port,
+        cmd,
+    )
+    .await
+}
+
+/// SOCKS5 CONNECT over a connection already made to the proxy (e.g. with small socket
+/// buffers); returns the stream or the reply code.
+pub async fn socks_over(
+    mut s: TcpStream,
+    atyp_addr: &[u8],
+    port: u16,
+    cmd: u8,
+) -> Result<TcpStream, u8> {
     s.write_all(&[5, 1, 0]).await.unwrap();
     let mut m = [0u8; 2];
     s.read_exact(&mut m).await.unwrap();

@@ -1,0 +1,186 @@
+//! The application's side of the streams: writes into send buffers within each stream's
+//! limit and the session's send budget (and the room a write would find), reads and peeks
+//! from receive buffers, with the credit updates that consuming queues.
+
+use super::{OwnedFrame, Streams};
+use crate::config::TransportConfig;
+use crate::connection::StreamApiError;
+use crate::frame::StreamId;
+use crate::stream::ReadOutcome;
+use std::time::{Duration, Instant};
+
+impl Streams {
+    /// Queues bytes on a stream within its credit and the session's send budget; returns
+    /// how many were taken.
+    pub(crate) fn write(
+        &mut self,
+        id: StreamId,
+        data: &[u8],
+        config: &TransportConfig,
+    ) -> Result<usize, StreamApiError> {
+        let cap = self.stream_cap(config);
+        let s = self.map.get_mut(&id).ok_or(StreamApiError::UnknownStream)?;
+        if s.send.reset {
+            return Err(StreamApiError::Reset);
+        }
+        let budget = config.session_send_buffer;
+        let room = budget.saturating_sub(self.send_buffered);
+        let own_room = s.send.limit(cap).saturating_sub(s.send.buffered());
+        let n = s.send.write(&data[..data.len().min(room)], cap);
+        self.send_buffered += n;
+        if n < data.len() && !s.send.fin_requested {
+            self.block_writer(id, own_room <= room, config);
+        }
+        if n > 0 {
+            self.mark_ready(id);
+        }
+        Ok(n)
+    }
+
+    /// Records that a writer of `id` was refused bytes: by its own limit (`own`; woken when
+    /// half of it drained) or by the session budget (queued for the next refill).
+    fn block_writer(&mut self, id: StreamId, own: bool, config: &TransportConfig) {
+        let Some(s) = self.map.get_mut(&id) else {
+            return;
+        };
+        if own {
+            s.write_blocked = true;
+        } else if !s.budget_waiting {
+            s.budget_waiting = true;
+            self.budget_waiters.push_back(id);
+            if self.budget_waiters.len() > 2 * self.map.len() + 16 {
+                // Forgotten streams' ids: keep the queue bounded by the open streams.
+                let map = &self.map;
+                self.budget_waiters
+                    .retain(|id| map.get(id).is_some_and(|s| s.budget_waiting));
+            }
+            if !self.budget_blocked {
+                tracing::debug!(
+                    budget = config.session_send_buffer,
+                    "session send buffer full: stream writes wait for the peer"
+                );
+            }
+            self.budget_blocked = true;
+        }
+    }
+
+    /// [`Streams::write_room`], and when it is zero the writer is recorded as blocked, as
+    /// a refused [`Streams::write`] would be, so it is told when room frees.
+    pub(crate) fn write_room_or_wait(
+        &mut self,
+        id: StreamId,
+        config: &TransportConfig,
+    ) -> Result<usize, StreamApiError> {
+        let room = self.write_room(id, config)?;
+        if room == 0 {
+            let cap = self.stream_cap(config);
+            if let Some(s) = self.map.get(&id).filter(|s| !s.send.fin_requested) {
+                let own = s.send.room(cap) == 0;
+                self.block_writer(id, own, config);
+            }
+        }
+        Ok(room)
+    }
+
+    /// Bytes a [`Streams::write`] on `id` would take now: the smaller of the session
+    /// budget's room and the stream's own (zero once it is finished or reset).
+    pub(crate) fn write_room(
+        &self,
+        id: StreamId,
+        config: &TransportConfig,
+    ) -> Result<usize, StreamApiError> {
+        let cap = self.stream_cap(config);
+        let s = self.map.get(&id).ok_or(StreamApiError::UnknownStream)?;
+        if s.send.reset {
+            return Err(StreamApiError::Reset);
+        }
+        let room = config
+            .session_send_buffer
+            .saturating_sub(self.send_buffered);
+        Ok(room.min(s.send.room(cap)))
+    }
+
+    /// Ends the sending direction of a stream.
+    pub(crate) fn finish(&mut self, id: StreamId) -> Result<(), StreamApiError> {
+        let s = self.map.get_mut(&id).ok_or(StreamApiError::UnknownStream)?;
+        s.send.fin_requested = true;
+        self.mark_ready(id);
+        Ok(())
+    }
+
+    /// Reads from a stream at `now`, queueing credit updates as the application
+    /// consumes; `srtt` paces the credit autotuner, if on.
+    pub(crate) fn read(
+        &mut self,
+        now: Instant,
+        srtt: Duration,
+        id: StreamId,
+        buf: &mut [u8],
+        config: &TransportConfig,
+    ) -> Result<ReadOutcome, StreamApiError> {
+        let out = self.peek(id, buf)?;
+        if let ReadOutcome::Data(n) = out {
+            self.consume(now, srtt, id, n, config)?;
+        }
+        Ok(out)
+    }
+
+    /// Copies readable bytes of a stream into `buf` without consuming them (see
+    /// [`Streams::consume`]); an ended stream reads as [`Streams::read`] would.
+    pub(crate) fn peek(
+        &mut self,
+        id: StreamId,
+        buf: &mut [u8],
+    ) -> Result<ReadOutcome, StreamApiError> {
+        let s = self.map.get_mut(&id).ok_or(StreamApiError::UnknownStream)?;
+        let out = s.recv.peek(buf);
+        match out {
+            ReadOutcome::Data(_) => {}
+            ReadOutcome::Blocked => s.read_notified = false,
+            ReadOutcome::Finished | ReadOutcome::Reset(_) => {
+                s.read_notified = false;
+                self.maybe_forget(id);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Consumes the first `n` readable bytes of a stream (at most what is ready) at `now`,
+    /// queueing credit updates as [`Streams::read`] does; `srtt` paces the credit
+    /// autotuner, if on. Returns how many were consumed.
+    pub(crate) fn consume(
+        &mut self,
+        now: Instant,
+        srtt: Duration,
+        id: StreamId,
+        n: usize,
+        config: &TransportConfig,
+    ) -> Result<usize, StreamApiError> {
+        let s = self.map.get_mut(&id).ok_or(StreamApiError::UnknownStream)?;
+        let n = n.min(s.recv.ready_len());
+        s.recv.consume(n);
+        self.data_read += n as u64;
+        let before = s.recv.window();
+        if let Some(max) = s.recv.credit_update(now, srtt) {
+            self.control
+                .push_back(OwnedFrame::MaxStreamData { id, max });
+        }
+        if config.credit_autotune {
+            // The session makes room for every open stream's window.
+            self.stream_windows += s.recv.window() - before;
+            self.local_window = self
+                .local_window
+                .max(self.stream_windows.min(config.session_window));
+        }
+        // A quarter of the window, like the streams' (see `RecvHalf::credit_update`);
+        // granted credit is never taken back.
+        let left = self.local_max_data.saturating_sub(self.data_read);
+        if left <= self.local_window / 4 * 3 {
+            self.local_max_data = self.data_read + self.local_window;
+            self.control.push_back(OwnedFrame::MaxData {
+                max: self.local_max_data,
+            });
+        }
+        Ok(n)
+    }
+}
