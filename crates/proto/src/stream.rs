@@ -434,6 +434,11 @@ impl RecvHalf {
         self.window
     }
 
+    /// The bytes a read would return, as the two halves of the ring.
+    pub(crate) fn ready_slices(&self) -> (&[u8], &[u8]) {
+        self.ready.as_slices()
+    }
+
     /// Bytes a read could return now.
     pub(crate) fn ready_len(&self) -> usize {
         self.ready.len()

@@ -1,16 +1,17 @@
-//! The copy between a TCP socket and a tunnel stream, both ways, through one scratch
-//! buffer per runtime thread instead of a buffer per stream and direction.
+//! The copy between a TCP socket and a tunnel stream, both ways, with no buffer per stream
+//! and direction.
 //!
 //! Each TCP syscall, lock of the session's shard and wake-up of its driver costs more than
 //! the bytes it moves, so a copy should move as much per call as there is. A buffer per
-//! stream that large costs memory for every stream (1,000 streams × 2 × 64 KiB is 128 MB);
-//! a scratch buffer that is filled and emptied within one poll costs it once per thread.
-//! That needs the tunnel stream's cooperation both ways:
+//! stream that large costs memory for every stream (1,000 streams × 2 × 64 KiB is 128 MB),
+//! so the splice keeps none. It needs the tunnel stream's cooperation both ways:
 //! - socket → stream: the stream says how much it would take now
-//!   ([`TunnelStream::poll_write_room`]) and the socket is read for no more than that;
-//! - stream → socket: the stream's bytes are copied out without being consumed
-//!   ([`TunnelStream::poll_peek`]) and only what the socket took is consumed, so a full
-//!   socket leaves the rest where it was.
+//!   ([`TunnelStream::poll_write_room`]), the socket is read for no more than that into
+//!   the runtime thread's scratch buffer, which the stream then takes: a buffer filled and
+//!   emptied within one poll, one per thread;
+//! - stream → socket: the socket is written straight from the stream's receive buffer and
+//!   only what it took is consumed ([`TunnelStream::poll_write_to`]), so a full socket
+//!   leaves the rest where it was, with no copy between.
 //!
 //! Bytes read from the socket that the stream then refuses (another stream took the
 //! session's send budget between the two calls) wait in a per-direction `Vec`, which is
@@ -25,8 +26,8 @@ use std::task::{ready, Context, Poll};
 use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 
-/// Bytes moved per socket call at most: loopback's largest TCP segment, so one write is one
-/// segment on loopback and a few dozen on a real link.
+/// Bytes moved per socket call at most: loopback's largest TCP segment, so one call is one
+/// segment on loopback; it also bounds how long a write holds the session's shard lock.
 pub(crate) const CHUNK: usize = 64 * 1024;
 
 thread_local! {
@@ -128,26 +129,10 @@ impl Down {
                 continue;
             }
             ready!(tcp.poll_write_ready(cx))?;
-            let sock = &*tcp;
-            let step = with_scratch(|buf| -> Poll<io::Result<Option<usize>>> {
-                let n = ready!(stream.poll_peek(cx, buf))?;
-                if n == 0 {
-                    return Poll::Ready(Ok(Some(0)));
-                }
-                match sock.try_write(&buf[..n]) {
-                    Ok(0) => Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
-                    Ok(m) => {
-                        stream.consume(m)?;
-                        Poll::Ready(Ok(Some(m)))
-                    }
-                    // Readiness was stale; the peeked bytes stay in the stream.
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Poll::Ready(Ok(None)),
-                    Err(e) => Poll::Ready(Err(e)),
-                }
-            });
-            match ready!(step)? {
+            match ready!(stream.poll_write_to(cx, tcp, CHUNK))? {
                 Some(0) => self.eof = true,
                 Some(m) => self.bytes += m as u64,
+                // Readiness was stale; the bytes stay in the stream.
                 None => {}
             }
         }

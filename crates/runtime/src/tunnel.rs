@@ -106,49 +106,60 @@ impl TunnelStream {
     }
 }
 
-/// The splice's view of a stream: bytes are copied out before they are consumed, and a
-/// write is sized before the socket is read, so a copy needs no buffer of its own that
-/// would outlive one poll (`crate::splice`).
+/// The splice's view of a stream: bytes go to the socket straight from the stream's
+/// buffer and are consumed as far as the socket took them, and a write is sized before
+/// the socket is read, so the copy needs no buffer per stream (`crate::splice`).
 impl TunnelStream {
-    /// Copies readable bytes into `buf` without consuming them ([`TunnelStream::consume`]
-    /// does); `Ready(Ok(0))` is the end of the stream, as with `poll_read`.
-    pub(crate) fn poll_peek(
+    /// Writes up to `max` readable bytes straight from the stream's buffer to `sock` (one
+    /// vectored, non-blocking write under the session's shard lock, so `max` bounds how
+    /// long the driver may wait for it) and consumes what the socket took.
+    /// `Ready(Ok(Some(0)))` is the end of the stream; `Ready(Ok(None))` means the socket
+    /// would block (its readiness must be polled again).
+    pub(crate) fn poll_write_to(
         &mut self,
         cx: &mut Context<'_>,
-        buf: &mut [u8],
-    ) -> Poll<io::Result<usize>> {
+        sock: &tokio::net::TcpStream,
+        max: usize,
+    ) -> Poll<io::Result<Option<usize>>> {
         if self.read_eof {
-            return Poll::Ready(Ok(0));
+            return Poll::Ready(Ok(Some(0)));
         }
         let (conn, id) = (self.conn, self.id);
         let res = self.driver.with_conn_wake(conn, |c, w| {
-            let out = c.peek(id, buf);
-            if matches!(out, Ok(ReadOutcome::Blocked)) {
-                w.read.insert((conn, id), cx.waker().clone());
+            let out = c.peek(id, &mut []);
+            match out {
+                Ok(ReadOutcome::Data(_)) => {
+                    let (a, b) = c.ready_slices(id);
+                    let a = &a[..a.len().min(max)];
+                    let b = &b[..b.len().min(max - a.len())];
+                    let wrote =
+                        sock.try_write_vectored(&[io::IoSlice::new(a), io::IoSlice::new(b)]);
+                    if let Ok(m) = wrote {
+                        let _ = c.consume(crate::clock::now(), id, m);
+                    }
+                    (Ok(wrote), c.has_control_queued())
+                }
+                other => {
+                    if matches!(other, Ok(ReadOutcome::Blocked)) {
+                        w.read.insert((conn, id), cx.waker().clone());
+                    }
+                    let wake = matches!(other, Ok(ReadOutcome::Finished | ReadOutcome::Reset(_)))
+                        && c.has_control_queued();
+                    (Err(other), wake)
+                }
             }
-            // An ended stream may leave a frame for the peer; peeked bytes free nothing.
-            let wake = matches!(out, Ok(ReadOutcome::Finished | ReadOutcome::Reset(_)))
-                && c.has_control_queued();
-            (out, wake)
         });
-        self.read_outcome(res)
-    }
-
-    /// Consumes `n` bytes returned by [`TunnelStream::poll_peek`], as reading them would.
-    ///
-    /// # Errors
-    /// The session or stream is gone.
-    pub(crate) fn consume(&mut self, n: usize) -> io::Result<()> {
-        let id = self.id;
-        self.driver
-            .with_conn_wake(self.conn, |c, _| {
-                let out = c.consume(crate::clock::now(), id, n);
-                // Consuming frees credit; only a credit update queued for the peer is
-                // news for the send loop.
-                (out, c.has_control_queued())
-            })
-            .map_err(lost)?
-            .map_err(api)
+        match res {
+            Err(e) => Poll::Ready(Err(lost(e))),
+            Ok(Ok(Ok(0))) => Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+            Ok(Ok(Ok(m))) => Poll::Ready(Ok(Some(m))),
+            Ok(Ok(Err(e))) if e.kind() == io::ErrorKind::WouldBlock => Poll::Ready(Ok(None)),
+            Ok(Ok(Err(e))) => Poll::Ready(Err(e)),
+            Ok(Err(other)) => self.read_outcome(Ok(other)).map_ok(|n| {
+                debug_assert_eq!(n, 0);
+                Some(0)
+            }),
+        }
     }
 
     /// Bytes a write would take now; `Pending` (woken when room frees) while it is none.
@@ -175,7 +186,7 @@ impl TunnelStream {
         }
     }
 
-    /// `poll_read`'s and `poll_peek`'s answer to a read outcome: data, end, or error.
+    /// `poll_read`'s and `poll_write_to`'s answer to a read outcome: data, end, or error.
     fn read_outcome(
         &mut self,
         res: Result<Result<ReadOutcome, StreamApiError>, ConnectionError>,

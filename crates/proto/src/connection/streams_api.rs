@@ -68,6 +68,13 @@ impl Connection {
         self.streams.peek(id, buf)
     }
 
+    /// The bytes of a stream a read would return now, as the two halves of its buffer
+    /// (empty if none or the stream is gone); after a [`Connection::peek`] with an empty
+    /// buffer said `Data`, they let a caller write them out with no copy of its own.
+    pub fn ready_slices(&self, id: StreamId) -> (&[u8], &[u8]) {
+        self.streams.ready_slices(id)
+    }
+
     /// Consumes the first `n` readable bytes of a stream at `now`, as reading them would.
     ///
     /// # Errors

@@ -145,6 +145,13 @@ impl Streams {
         Ok(out)
     }
 
+    /// A stream's readable bytes as the two halves of its buffer.
+    pub(crate) fn ready_slices(&self, id: StreamId) -> (&[u8], &[u8]) {
+        self.map
+            .get(&id)
+            .map_or((&[][..], &[][..]), |s| s.recv.ready_slices())
+    }
+
     /// Consumes the first `n` readable bytes of a stream (at most what is ready) at `now`,
     /// queueing credit updates as [`Streams::read`] does; `srtt` paces the credit
     /// autotuner, if on. Returns how many were consumed.
