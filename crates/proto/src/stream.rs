@@ -137,6 +137,30 @@ impl SendHalf {
         n
     }
 
+    /// Lets `fill` write up to `n` bytes (at most [`SendHalf::room`]) straight into the
+    /// buffer's free space, given as the two halves of the ring's tail; keeps as many as
+    /// it says it wrote. The space is zeroed first (no uninitialised memory reaches
+    /// `fill`), which costs less than copying the bytes in from a buffer of the caller's.
+    pub(crate) fn fill<E>(
+        &mut self,
+        n: usize,
+        cap: usize,
+        fill: impl FnOnce(&mut [u8], &mut [u8]) -> Result<usize, E>,
+    ) -> Result<usize, E> {
+        let n = n.min(self.room(cap));
+        let len = self.pending.len();
+        self.pending.resize(len + n, 0);
+        let (front, back) = self.pending.as_mut_slices();
+        let out = if len >= front.len() {
+            fill(&mut back[len - front.len()..], &mut [])
+        } else {
+            fill(&mut front[len..], back)
+        };
+        let wrote = *out.as_ref().unwrap_or(&0);
+        self.pending.truncate(len + wrote.min(n));
+        out.map(|w| w.min(n))
+    }
+
     /// Bytes [`SendHalf::write`] would take now.
     pub(crate) fn room(&self, cap: usize) -> usize {
         if self.fin_requested || self.reset {

@@ -106,9 +106,9 @@ impl TunnelStream {
     }
 }
 
-/// The splice's view of a stream: bytes go to the socket straight from the stream's
-/// buffer and are consumed as far as the socket took them, and a write is sized before
-/// the socket is read, so the copy needs no buffer per stream (`crate::splice`).
+/// The splice's view of a stream: the socket is read straight into the stream's send
+/// buffer and written straight from its receive buffer, so the copy needs no buffer of
+/// its own (`crate::splice`).
 impl TunnelStream {
     /// Writes up to `max` readable bytes straight from the stream's buffer to `sock` (one
     /// vectored, non-blocking write under the session's shard lock, so `max` bounds how
@@ -162,8 +162,17 @@ impl TunnelStream {
         }
     }
 
-    /// Bytes a write would take now; `Pending` (woken when room frees) while it is none.
-    pub(crate) fn poll_write_room(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+    /// Reads up to `max` bytes of `sock` straight into the stream's send buffer (one
+    /// vectored, non-blocking read under the session's shard lock, for no more than the
+    /// stream would take now). `Ready(Ok(Some(0)))` is the socket's end;
+    /// `Ready(Ok(None))` means it had nothing (its readiness must be polled again);
+    /// `Pending` while the stream has no room (woken when it has).
+    pub(crate) fn poll_fill_from(
+        &mut self,
+        cx: &mut Context<'_>,
+        sock: &tokio::net::TcpStream,
+        max: usize,
+    ) -> Poll<io::Result<Option<usize>>> {
         if self.write_closed {
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::BrokenPipe,
@@ -172,17 +181,27 @@ impl TunnelStream {
         }
         let (conn, id) = (self.conn, self.id);
         let res = self.driver.with_conn_wake(conn, |c, w| {
-            let out = c.write_room(id);
-            if matches!(out, Ok(0)) {
+            let mut read = false;
+            let out = c.fill(id, max, |a, b| {
+                read = true;
+                sock.try_read_vectored(&mut [io::IoSliceMut::new(a), io::IoSliceMut::new(b)])
+            });
+            if !read && out.is_ok() {
                 w.write.insert((conn, id), cx.waker().clone());
             }
-            (out, false)
+            // Only bytes taken are something new to send.
+            let wake = matches!(out, Ok(Ok(n)) if n > 0);
+            ((out, read), wake)
         });
         match res {
             Err(e) => Poll::Ready(Err(lost(e))),
-            Ok(Err(e)) => Poll::Ready(Err(api(e))),
-            Ok(Ok(0)) => Poll::Pending,
-            Ok(Ok(n)) => Poll::Ready(Ok(n)),
+            Ok((Err(e), _)) => Poll::Ready(Err(api(e))),
+            Ok((Ok(_), false)) => Poll::Pending,
+            Ok((Ok(Ok(n)), true)) => Poll::Ready(Ok(Some(n))),
+            Ok((Ok(Err(e)), true)) if e.kind() == io::ErrorKind::WouldBlock => {
+                Poll::Ready(Ok(None))
+            }
+            Ok((Ok(Err(e)), true)) => Poll::Ready(Err(e)),
         }
     }
 

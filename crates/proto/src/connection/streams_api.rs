@@ -37,6 +37,26 @@ impl Connection {
         self.streams.write_room_or_wait(id, &self.config)
     }
 
+    /// Lets `fill` write up to `max` bytes of a stream straight into its send buffer, given
+    /// as the two halves of the buffer's free space (zeroed), and queues the bytes it says
+    /// it wrote, as [`Connection::write`] would. A caller reads its socket into them, with
+    /// no buffer of its own. `Ok(Ok(0))` without calling `fill` when the stream has no
+    /// room: [`crate::Event::StreamWritable`] follows when it has.
+    ///
+    /// # Errors
+    /// As [`Connection::write`]'s; `fill`'s own error is passed through.
+    pub fn fill<E>(
+        &mut self,
+        id: StreamId,
+        max: usize,
+        fill: impl FnOnce(&mut [u8], &mut [u8]) -> Result<usize, E>,
+    ) -> Result<Result<usize, E>, StreamApiError> {
+        if matches!(self.state, State::Drained | State::Closing { .. }) {
+            return Err(StreamApiError::NotConnected);
+        }
+        self.streams.fill(id, max, &self.config, fill)
+    }
+
     /// Ends the sending direction of a stream (TCP half-close).
     pub fn finish(&mut self, id: StreamId) -> Result<(), StreamApiError> {
         self.streams.finish(id)

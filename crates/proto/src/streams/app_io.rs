@@ -64,6 +64,32 @@ impl Streams {
         }
     }
 
+    /// Lets `fill` write up to `max` bytes of a stream straight into its send buffer (the
+    /// room a [`Streams::write`] would find, at most); the bytes it says it wrote are
+    /// queued as a write's would be. With no room, the writer is recorded as blocked as a
+    /// refused write would be and `fill` is not called.
+    pub(crate) fn fill<E>(
+        &mut self,
+        id: StreamId,
+        max: usize,
+        config: &TransportConfig,
+        fill: impl FnOnce(&mut [u8], &mut [u8]) -> Result<usize, E>,
+    ) -> Result<Result<usize, E>, StreamApiError> {
+        let room = self.write_room_or_wait(id, config)?;
+        if room == 0 {
+            return Ok(Ok(0));
+        }
+        let cap = self.stream_cap(config);
+        let s = self.map.get_mut(&id).ok_or(StreamApiError::UnknownStream)?;
+        let out = s.send.fill(room.min(max), cap, fill);
+        let n = *out.as_ref().unwrap_or(&0);
+        self.send_buffered += n;
+        if n > 0 {
+            self.mark_ready(id);
+        }
+        Ok(out)
+    }
+
     /// [`Streams::write_room`], and when it is zero the writer is recorded as blocked, as
     /// a refused [`Streams::write`] would be, so it is told when room frees.
     pub(crate) fn write_room_or_wait(

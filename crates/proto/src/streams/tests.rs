@@ -644,3 +644,54 @@ fn write_room_is_what_a_write_takes_and_none_waits_like_a_refused_write() {
     st.finish(ids[0]).unwrap();
     assert_eq!(st.write_room_or_wait(ids[0], &config), Ok(0));
 }
+
+#[test]
+fn a_fill_queues_what_it_wrote_in_order_across_the_buffers_wrap() {
+    // The splice reads a socket straight into the send buffer's free space, which the ring
+    // may give as two pieces; the bytes must be queued in order and counted in the budget.
+    let config = TransportConfig::default();
+    let (mut st, ids) = with_streams(&config, 1);
+    let id = ids[0];
+    let (mut events, mut got) = (VecDeque::new(), Vec::new());
+    let mut next = 0u64;
+    // Fills up to `max` with the next `keep` bytes of the stream's pattern.
+    let fill = |st: &mut Streams, next: &mut u64, max: usize, keep: usize| {
+        let from = *next;
+        let out = st.fill(id, max, &config, |a: &mut [u8], b: &mut [u8]| {
+            assert!(a.iter().chain(b.iter()).all(|&x| x == 0), "space is zeroed");
+            let mut k = 0;
+            for x in a.iter_mut().chain(b.iter_mut()).take(keep) {
+                *x = byte(id, from + k as u64);
+                k += 1;
+            }
+            Ok::<_, ()>(k)
+        });
+        let n = out.unwrap().unwrap();
+        *next += n as u64;
+        n
+    };
+    for round in 0..40 {
+        // Some bytes in, fewer out each round, so the ring's head moves and its free
+        // space wraps.
+        assert!(fill(&mut st, &mut next, 3_000 + round * 97, 2_500 + round * 89) > 0);
+        symbol(&mut st, &config, CAP, &mut events, &mut got);
+        check(&st);
+    }
+    while symbol(&mut st, &config, CAP, &mut events, &mut got) {}
+    let sent: Vec<u8> = got.iter().flat_map(|(_, _, d)| d.clone()).collect();
+    assert_eq!(sent.len() as u64, next);
+    assert_eq!(sent, data(id, 0, next as usize));
+    check(&st);
+    // A fill never exceeds the room a write would find, and with none it is not called.
+    let room = st.write_room_or_wait(id, &config).unwrap();
+    assert_eq!(fill(&mut st, &mut next, usize::MAX, usize::MAX), room);
+    let out = st.fill(
+        id,
+        1 << 20,
+        &config,
+        |_: &mut [u8], _: &mut [u8]| -> Result<usize, ()> { panic!("called with no room") },
+    );
+    assert_eq!(out, Ok(Ok(0)));
+    assert!(st.map[&id].write_blocked);
+    check(&st);
+}
