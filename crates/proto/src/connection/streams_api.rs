@@ -24,19 +24,6 @@ impl Connection {
         self.streams.write(id, data, &self.config)
     }
 
-    /// Bytes a [`Connection::write`] on `id` would take now. Zero counts as a refused write:
-    /// [`crate::Event::StreamWritable`] follows when room frees. Lets a caller read only
-    /// as much from its socket as the stream will take.
-    ///
-    /// # Errors
-    /// As [`Connection::write`]'s.
-    pub fn write_room(&mut self, id: StreamId) -> Result<usize, StreamApiError> {
-        if matches!(self.state, State::Drained | State::Closing { .. }) {
-            return Err(StreamApiError::NotConnected);
-        }
-        self.streams.write_room_or_wait(id, &self.config)
-    }
-
     /// Lets `fill` write up to `max` bytes of a stream straight into its send buffer, given
     /// as the two halves of the buffer's free space (zeroed), and queues the bytes it says
     /// it wrote, as [`Connection::write`] would. A caller reads its socket into them, with
