@@ -29,7 +29,14 @@ struct Up {
     eof: bool,
     done: bool,
     bytes: u64,
+    /// The last read's size: the next asks for at most twice it (within
+    /// [`MIN_READ`]..=[`CHUNK`]), since the space is zeroed before the read and an
+    /// interactive socket's few bytes should not cost 64 KiB of it.
+    last: usize,
 }
+
+/// The least a read asks for.
+const MIN_READ: usize = 16 * 1024;
 
 impl Up {
     fn poll(
@@ -48,9 +55,17 @@ impl Up {
                 continue;
             }
             ready!(tcp.poll_read_ready(cx))?;
-            match ready!(stream.poll_fill_from(cx, tcp, CHUNK))? {
+            let ask = if self.last == 0 {
+                CHUNK
+            } else {
+                (self.last * 2).clamp(MIN_READ, CHUNK)
+            };
+            match ready!(stream.poll_fill_from(cx, tcp, ask))? {
                 Some(0) => self.eof = true,
-                Some(n) => self.bytes += n as u64,
+                Some(n) => {
+                    self.bytes += n as u64;
+                    self.last = n;
+                }
                 // Readiness was stale; `poll_read_ready` now waits for the next.
                 None => {}
             }

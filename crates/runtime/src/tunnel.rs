@@ -134,10 +134,16 @@ impl TunnelStream {
                     let b = &b[..b.len().min(max - a.len())];
                     let wrote =
                         sock.try_write_vectored(&[io::IoSlice::new(a), io::IoSlice::new(b)]);
-                    if let Ok(m) = wrote {
-                        let _ = c.consume(crate::clock::now(), id, m);
-                    }
-                    (Ok(wrote), c.has_control_queued())
+                    // Consuming frees credit; only a credit update queued for the peer
+                    // is news for the send loop.
+                    let wake = match wrote {
+                        Ok(m) => {
+                            let _ = c.consume(crate::clock::now(), id, m);
+                            c.has_control_queued()
+                        }
+                        Err(_) => false,
+                    };
+                    (Ok(wrote), wake)
                 }
                 other => {
                     if matches!(other, Ok(ReadOutcome::Blocked)) {

@@ -28,7 +28,8 @@ impl Connection {
     /// as the two halves of the buffer's free space (zeroed), and queues the bytes it says
     /// it wrote, as [`Connection::write`] would. A caller reads its socket into them, with
     /// no buffer of its own. `Ok(Ok(0))` without calling `fill` when the stream has no
-    /// room: [`crate::Event::StreamWritable`] follows when it has.
+    /// room (then [`crate::Event::StreamWritable`] follows when it has, or when the peer
+    /// resets it), when `max` is zero, or when the stream was finished.
     ///
     /// # Errors
     /// As [`Connection::write`]'s; `fill`'s own error is passed through.

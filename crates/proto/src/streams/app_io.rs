@@ -67,7 +67,8 @@ impl Streams {
     /// Lets `fill` write up to `max` bytes of a stream straight into its send buffer (the
     /// room a [`Streams::write`] would find, at most); the bytes it says it wrote are
     /// queued as a write's would be. With no room, the writer is recorded as blocked as a
-    /// refused write would be and `fill` is not called.
+    /// refused write would be and `fill` is not called (nor with `max` zero, so a zero
+    /// from `fill` always means it had nothing to give).
     pub(crate) fn fill<E>(
         &mut self,
         id: StreamId,
@@ -76,7 +77,7 @@ impl Streams {
         fill: impl FnOnce(&mut [u8], &mut [u8]) -> Result<usize, E>,
     ) -> Result<Result<usize, E>, StreamApiError> {
         let room = self.write_room_or_wait(id, config)?;
-        if room == 0 {
+        if room == 0 || max == 0 {
             return Ok(Ok(0));
         }
         let cap = self.stream_cap(config);

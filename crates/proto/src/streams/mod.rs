@@ -382,6 +382,12 @@ impl Streams {
                     self.send_buffered -= s.send.discard_pending();
                     s.read_notified = true;
                     events.push_back(Event::StreamReadable(id));
+                    // A writer waiting for room would wait for ever (the discarded bytes
+                    // never drain): wake it to find the reset.
+                    if s.write_blocked || s.budget_waiting {
+                        s.write_blocked = false;
+                        events.push_back(Event::StreamWritable(id));
+                    }
                 }
             }
             Frame::MaxStreamData { id, max } => {

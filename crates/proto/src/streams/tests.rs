@@ -695,3 +695,24 @@ fn a_fill_queues_what_it_wrote_in_order_across_the_buffers_wrap() {
     assert!(st.map[&id].write_blocked);
     check(&st);
 }
+
+#[test]
+fn a_peer_reset_wakes_a_writer_waiting_for_room() {
+    // The reset discards the unsent bytes, so the room the writer waits for never drains:
+    // it must be woken to find the reset, or its copy would hang until the session ends.
+    let config = TransportConfig::default();
+    let (mut st, ids) = with_streams(&config, 1);
+    let id = ids[0];
+    let room = st.write_room_or_wait(id, &config).unwrap();
+    assert_eq!(st.write(id, &vec![1; room + 1], &config), Ok(room));
+    assert!(st.map[&id].write_blocked);
+    let mut events = VecDeque::new();
+    st.on_frame(Frame::Reset { id, code: 3 }, &config, &mut events)
+        .unwrap();
+    assert!(events.contains(&Event::StreamWritable(id)), "{events:?}");
+    assert_eq!(
+        st.write_room_or_wait(id, &config),
+        Err(StreamApiError::Reset)
+    );
+    check(&st);
+}
