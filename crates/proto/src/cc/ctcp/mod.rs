@@ -415,10 +415,10 @@ impl Controller for Ctcp {
         if backoff::BETA_MIN < self.last_beta && self.last_beta < backoff::BETA_MAX {
             // An unclamped β = RTT_min/round_min drains the standing queue (one clamped
             // at BETA_MIN leaves part of a deeper one, at BETA_MAX most of it), so it renews
-            // the minimum RTT as a deliberate drain would: without this a drain came due
-            // right after the backoff (the minimum's sample was old because the queue had
-            // stood for seconds) and cut again, to 0.64 BDP at 500 ms, leaving the link
-            // a third idle for seconds.
+            // the minimum RTT as a deliberate drain would. Otherwise, after a queue that
+            // stood for seconds, the minimum's sample is old, a drain comes due right after
+            // the backoff and cuts again, leaving the window well under a BDP and the link
+            // partly idle for seconds.
             self.last_drain = Some(now);
         }
     }

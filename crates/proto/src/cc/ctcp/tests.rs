@@ -485,7 +485,7 @@ fn standing_queue_is_drained_before_min_rtt_expires() {
 fn a_backoff_that_drains_the_queue_postpones_the_deliberate_drain() {
     // The same standing queue, but a queue-overflow loss shortly before the drain would
     // come due: the backoff's β = RTT_min/RTT drains the queue, so no second cut follows
-    // on its heels (it did: 0.55 × 0.53, the window at 0.64 BDP for seconds).
+    // on its heels (two cuts in a row would leave the window well under a BDP for seconds).
     let mut s = Sim::into_growth(ms(100));
     for _ in 0..50 {
         s.round(ms(130), 0.0);
