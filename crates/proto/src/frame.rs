@@ -298,11 +298,12 @@ pub(crate) fn emit_stream_header(
 }
 
 /// Turns the length-form STREAM frame at `payload[start..]`, if it ends `payload`, into
-/// its payload-ending form (2 bytes shorter, the data unchanged), for a sender that learns
-/// only after writing a frame that nothing follows it. Returns whether it did; anything
-/// else at `start` (another frame type, a frame that does not end the payload, a
-/// malformed one) is left as it is.
-pub(crate) fn drop_final_stream_length(payload: &mut Vec<u8>, start: usize) -> bool {
+/// its payload-ending form, for a sender that learns only after writing a frame that
+/// nothing follows it. Returns whether it did: then the payload is 2 bytes shorter (its
+/// last 2 bytes are left over, for the caller to cut off) and the data unchanged.
+/// Anything else at `start` (another frame type, a frame that does not end the payload,
+/// a malformed one) is left as it is.
+pub(crate) fn drop_final_stream_length(payload: &mut [u8], start: usize) -> bool {
     let Some(tail) = payload.get(start..) else {
         return false;
     };
@@ -321,7 +322,7 @@ pub(crate) fn drop_final_stream_length(payload: &mut Vec<u8>, start: usize) -> b
         _ => return false,
     }
     payload[start] = last;
-    payload.drain(length_at..length_at + 2);
+    payload.copy_within(length_at + 2.., length_at);
     true
 }
 
@@ -628,9 +629,18 @@ mod tests {
             lead.emit(&mut rewritten);
             let start = rewritten.len();
             f.emit(&mut rewritten);
-            assert!(drop_final_stream_length(&mut rewritten, start));
+            assert!(drop_length(&mut rewritten, start));
             assert_eq!(rewritten, out);
         }
+    }
+
+    /// [`drop_final_stream_length`] on a `Vec`, cut to the payload's new length.
+    fn drop_length(payload: &mut Vec<u8>, start: usize) -> bool {
+        let dropped = drop_final_stream_length(payload, start);
+        if dropped {
+            payload.truncate(payload.len() - 2);
+        }
+        dropped
     }
 
     #[test]
@@ -649,22 +659,22 @@ mod tests {
         // Not the final frame; a position inside a frame; past the end; another frame type;
         // a frame already without its length.
         for start in [0, 1, second + 1, two.len(), two.len() + 5] {
-            assert!(!drop_final_stream_length(&mut two, start), "{start}");
+            assert!(!drop_length(&mut two, start), "{start}");
             assert_eq!(two, before);
         }
         let mut other = Vec::new();
         Frame::Reset { id: 8, code: 1 }.emit(&mut other);
-        assert!(!drop_final_stream_length(&mut other, 0));
+        assert!(!drop_length(&mut other, 0));
         let mut last = Vec::new();
         f.emit_last(&mut last);
         let copy = last.clone();
-        assert!(!drop_final_stream_length(&mut last, 0));
+        assert!(!drop_length(&mut last, 0));
         assert_eq!(last, copy);
         // A length that disagrees with what is left.
         let mut short = before[second..].to_vec();
         short.pop();
-        assert!(!drop_final_stream_length(&mut short, 0));
-        assert!(drop_final_stream_length(&mut two, second));
+        assert!(!drop_length(&mut short, 0));
+        assert!(drop_length(&mut two, second));
         assert_eq!(two.len(), before.len() - 2);
     }
 
@@ -717,7 +727,7 @@ mod tests {
                 .collect();
             let _ = Frames::new(&buf).count();
             for start in 0..=len + 1 {
-                let _ = drop_final_stream_length(&mut buf, start);
+                let _ = drop_length(&mut buf, start);
             }
         }
     }

@@ -192,13 +192,14 @@ impl SendHalf {
         (self.offset, n, fin)
     }
 
-    /// Moves the next `n` bytes (from [`SendHalf::peek_frame`]) to the end of `out`, the
-    /// frame being built, with no intermediate buffer; returns whether that sent the FIN.
-    pub(crate) fn take_into(&mut self, n: usize, out: &mut Vec<u8>) -> bool {
+    /// Moves the next `out.len()` bytes (from [`SendHalf::peek_frame`]) into `out`, the
+    /// frame's place in the symbol being built; returns whether that sent the FIN.
+    pub(crate) fn take_into(&mut self, out: &mut [u8]) -> bool {
+        let n = out.len();
         let (a, b) = self.pending.as_slices();
         let from_a = n.min(a.len());
-        out.extend_from_slice(&a[..from_a]);
-        out.extend_from_slice(&b[..n - from_a]);
+        out[..from_a].copy_from_slice(&a[..from_a]);
+        out[from_a..].copy_from_slice(&b[..n - from_a]);
         self.pending.drain(..n);
         self.offset += n as u64;
         let fin = self.fin_requested && self.pending.is_empty();
@@ -641,18 +642,18 @@ mod tests {
         assert_eq!(s.write(b"23456789", usize::MAX), 6);
         assert!(!s.is_writable(usize::MAX));
         assert_eq!(s.sendable(), 5);
-        let mut out = Vec::new();
+        let mut out = [0u8; 8];
         assert_eq!(s.peek_frame(100), (0, 5, false));
-        assert!(!s.take_into(5, &mut out));
-        assert_eq!(out, b"01234");
+        assert!(!s.take_into(&mut out[..5]));
+        assert_eq!(&out[..5], b"01234");
         assert_eq!(s.sendable(), 0);
         s.max_data = 100;
         s.fin_requested = true;
         assert_eq!(s.peek_frame(2), (5, 2, false));
-        assert!(!s.take_into(2, &mut out));
+        assert!(!s.take_into(&mut out[5..7]));
         assert_eq!(s.peek_frame(2), (7, 1, true));
-        assert!(s.take_into(1, &mut out));
-        assert_eq!(out, b"01234567");
+        assert!(s.take_into(&mut out[7..]));
+        assert_eq!(&out, b"01234567");
         assert!(s.fin_sent);
     }
 }

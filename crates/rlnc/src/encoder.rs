@@ -51,6 +51,38 @@ impl Encoder {
         Ok(id)
     }
 
+    /// Adds a source symbol built in place: `build` writes the payload into the front of
+    /// the next slot's payload area ([`CodecConfig::max_payload`] bytes, contents
+    /// unspecified) and returns its length. Returns the new symbol's id, or `None` if
+    /// `build` returned 0 (nothing is added). Saves the copy [`Encoder::push`] makes.
+    ///
+    /// # Errors
+    /// [`EncodeError::WindowFull`] until older symbols are retired (`build` is not
+    /// called); [`EncodeError::PayloadTooLarge`] if `build` claims more than the area.
+    pub fn push_with(
+        &mut self,
+        build: impl FnOnce(&mut [u8]) -> usize,
+    ) -> Result<Option<SymbolId>, EncodeError> {
+        if self.is_full() {
+            return Err(EncodeError::WindowFull(self.cfg.window));
+        }
+        let id = self.next;
+        let max = self.cfg.max_payload();
+        // The slot of `next` is free: a full window was refused above.
+        let slot = self.arena.slot_mut(id);
+        let len = build(&mut slot[2..]);
+        if len > max {
+            return Err(EncodeError::PayloadTooLarge { len, max });
+        }
+        if len == 0 {
+            return Ok(None);
+        }
+        slot[..2].copy_from_slice(&(len as u16).to_le_bytes());
+        slot[2 + len..].fill(0);
+        self.next += 1;
+        Ok(Some(id))
+    }
+
     /// The payload of a held source symbol, for sending it systematically.
     pub fn source(&self, id: SymbolId) -> Option<&[u8]> {
         if id < self.first || id >= self.next {

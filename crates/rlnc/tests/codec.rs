@@ -231,6 +231,56 @@ fn encoder_window_back_pressure_and_retire() {
     assert!(enc.is_empty());
 }
 
+/// A symbol built in place over a dirty slot is the symbol `push` stores: same payload,
+/// same repairs (the slot's tail is zeroed); an empty build adds nothing, a full window
+/// never calls the builder, and a builder that overclaims is refused.
+#[test]
+fn symbols_built_in_place_equal_pushed_ones() {
+    let cfg = CodecConfig {
+        symbol_size: 64,
+        window: 4,
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let mut pushed = Encoder::new(cfg);
+    let mut built = Encoder::new(cfg);
+    for round in 0..6u64 {
+        for _ in 0..2 {
+            let len = rng.gen_range(1..=cfg.max_payload());
+            let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+            let a = pushed.push(&data).unwrap();
+            let b = built
+                .push_with(|area| {
+                    assert_eq!(area.len(), cfg.max_payload());
+                    area.fill(0xa5);
+                    area[..len].copy_from_slice(&data);
+                    len
+                })
+                .unwrap();
+            assert_eq!(b, Some(a));
+            assert_eq!(built.source(a), Some(&data[..]));
+        }
+        assert_eq!(built.push_with(|_| 0).unwrap(), None, "an empty build");
+        assert_eq!(built.next_id(), pushed.next_id());
+        let (mut x, mut y) = (vec![0u8; 64], vec![0u8; 64]);
+        let first = pushed.first_id();
+        let hx = pushed.repair(first, 2, &mut x).unwrap();
+        let hy = built.repair(first, 2, &mut y).unwrap();
+        assert_eq!((hx, &x), (hy, &y), "round {round}");
+        pushed.retire_through(first + 1);
+        built.retire_through(first + 1);
+    }
+    let mut built_full = Encoder::new(cfg);
+    for _ in 0..4 {
+        built_full.push(b"x").unwrap();
+    }
+    assert!(built_full
+        .push_with(|_| unreachable!("a full window calls no builder"))
+        .is_err());
+    let mut over = Encoder::new(cfg);
+    assert!(over.push_with(|area| area.len() + 1).is_err());
+    assert!(over.is_empty());
+}
+
 #[test]
 fn out_of_window_is_refused_not_stored() {
     let mut dec = Decoder::new(CFG);

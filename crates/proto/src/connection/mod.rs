@@ -249,8 +249,6 @@ struct Receiver {
 struct Buffers {
     /// Where the datagram being written starts in the caller's buffer.
     start: usize,
-    /// The next source symbol's frames.
-    payload: Vec<u8>,
     /// One repair symbol.
     repair: Vec<u8>,
 }
@@ -274,7 +272,6 @@ impl Buffers {
     fn new(symbol_size: usize) -> Self {
         Buffers {
             start: 0,
-            payload: Vec::with_capacity(symbol_size),
             repair: vec![0; symbol_size],
         }
     }

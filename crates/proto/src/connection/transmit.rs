@@ -183,8 +183,11 @@ impl Connection {
                 return Some(self.send_copy(now, buf, i, id, warm_up));
             }
         }
-        if can_send && !self.encoder.is_full() && self.build_payload(i) {
-            return Some(self.send_source(now, buf, i));
+        if can_send && !self.encoder.is_full() {
+            let was_empty = self.encoder.is_empty();
+            if let Some(id) = self.build_source(i) {
+                return Some(self.send_source(now, buf, i, id, was_empty));
+            }
         }
         if can_send && have_unacked {
             if let Some(t) = self.poll_tail_repair(now, buf, i) {
@@ -449,41 +452,42 @@ impl Connection {
         self.finish_packet(now, buf, i, kind, true)
     }
 
-    fn send_source(&mut self, now: Instant, buf: &mut Vec<u8>, i: usize) -> Transmit {
-        if self.encoder.is_empty() {
+    /// Sends source symbol `id`, just built on path index `i` (`was_empty`: the encoder
+    /// held nothing before it).
+    fn send_source(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        i: usize,
+        id: u64,
+        was_empty: bool,
+    ) -> Transmit {
+        if was_empty {
             self.repair.on_busy(now);
         }
-        let payload = std::mem::take(&mut self.bufs.payload);
-        let id = match self.encoder.push(&payload) {
-            Ok(id) => id,
-            Err(e) => {
-                // Cannot happen: we checked is_full and bounded the payload by the symbol size.
-                tracing::error!(conn = self.conn_id, error = %e, "encoder refused a source symbol");
-                self.bufs.payload = payload;
-                self.begin_packet(buf, i);
-                return self.finish_packet(now, buf, i, SentKind::Control, false);
-            }
-        };
+        let len = self.encoder.source(id).map_or(0, <[u8]>::len);
         self.begin_packet(buf, i);
         if let Some(ack) = self.pending_ack(now, i) {
-            // `build_payload` left room for it and the reports it carries.
-            let body = wire::SOURCE_LAST_HEADER_LEN + payload.len();
+            // `build_source` left room for it and the reports it carries.
+            let body = wire::SOURCE_LAST_HEADER_LEN + len;
             self.emit_ack(&ack, buf, i, body);
         }
-        // The SOURCE chunk is the packet's last, so it goes without its length.
-        wire::emit_source_last(buf, id, &payload);
+        // The SOURCE chunk is the packet's last, so it goes without its length. The
+        // payload is copied from the coding window into the datagram: the window's copy
+        // is the one repairs are made of.
+        let payload = self.encoder.source(id).unwrap_or_default();
+        wire::emit_source_last(buf, id, payload);
         self.stats.source_sent += 1;
-        self.stats.source_bytes_sent += payload.len() as u64;
-        self.bufs.payload = payload;
+        self.stats.source_bytes_sent += len as u64;
         let ratio = self.current_repair_ratio(i);
         self.repair.on_source_sent(ratio);
         self.paths.queue_copies(i, id, now);
         self.finish_packet(now, buf, i, SentKind::Source(id), true)
     }
 
-    /// Fills `self.bufs.payload` with frames for one source symbol. Returns false if there
-    /// is nothing to send.
-    fn build_payload(&mut self, i: usize) -> bool {
+    /// Builds the next source symbol's frames straight into the encoder's window and
+    /// returns its id, or `None` if there is nothing to send (or the window is full).
+    fn build_source(&mut self, i: usize) -> Option<u64> {
         // A symbol holds `S − 2` bytes of frames; the packet must also fit the datagram
         // limit with the ACK that will ride in front of it.
         let at = self.paths.get(i).ack.largest_time.unwrap_or(self.created);
@@ -496,7 +500,18 @@ impl Connection {
                 .saturating_sub(DATA_HEADER_LEN + TAG_LEN + wire::SOURCE_LAST_HEADER_LEN + ack),
         );
         self.streams.set_send_rate(self.paths.get(i).pacer.rate());
-        self.streams
-            .fill_payload(&mut self.bufs.payload, cap, &self.config, &mut self.events)
+        let (streams, config, events) = (&mut self.streams, &self.config, &mut self.events);
+        match self
+            .encoder
+            .push_with(|area| streams.fill_payload(area, cap, config, events))
+        {
+            Ok(id) => id,
+            Err(e) => {
+                // Cannot happen: the caller checked is_full, and the payload is bounded by
+                // the area it was written into.
+                tracing::error!(conn = self.conn_id, error = %e, "encoder refused a source symbol");
+                None
+            }
+        }
     }
 }

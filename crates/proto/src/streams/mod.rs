@@ -15,6 +15,7 @@ use crate::config::TransportConfig;
 use crate::connection::{ConnectionError, Event, Side, StreamApiError};
 use crate::frame::{Frame, OpenResult, StreamId, Target};
 use crate::stream::{CreditTuner, RecvHalf, SendHalf, StreamError};
+use payload::PayloadWriter;
 use std::collections::{BTreeMap, VecDeque};
 
 /// Stream reset code: the peer exceeded the stream limit.
@@ -164,6 +165,9 @@ pub(crate) struct Streams {
     budget_blocked: bool,
     /// The peer-stream limit has been reported at warn level for this session.
     limit_logged: bool,
+    /// Where frame headers are emitted before they go into a symbol (kept for its
+    /// allocation).
+    header_scratch: Vec<u8>,
 }
 
 impl Streams {
@@ -199,6 +203,7 @@ impl Streams {
             send_buffered: 0,
             budget_blocked: false,
             limit_logged: false,
+            header_scratch: Vec::new(),
         }
     }
 
@@ -309,28 +314,33 @@ impl Streams {
             && self.map.get(&id).is_some_and(|s| s.send.is_writable(cap))
     }
 
-    /// Fills `payload` (cleared first) with frames for one source symbol of at most `cap`
-    /// bytes: control frames first (they unblock the peer), then stream data round-robin.
-    /// Stream bytes go from each send buffer straight into `payload`. Returns false if
-    /// there is nothing to send.
+    /// Writes frames for one source symbol into the front of `payload` (the encoder's
+    /// slot), at most `cap` bytes, and returns how many: control frames first (they
+    /// unblock the peer), then stream data round-robin. Stream bytes go from each send
+    /// buffer straight into `payload`. Returns 0 if there is nothing to send.
+    ///
+    /// `cap` must not exceed `payload.len()`.
     pub(crate) fn fill_payload(
         &mut self,
-        payload: &mut Vec<u8>,
+        payload: &mut [u8],
         cap: usize,
         config: &TransportConfig,
         events: &mut VecDeque<Event>,
-    ) -> bool {
-        payload.clear();
+    ) -> usize {
+        let cap = cap.min(payload.len());
+        let mut out = PayloadWriter::new(payload, std::mem::take(&mut self.header_scratch));
         while let Some(f) = self.control.front() {
             let frame = f.as_frame();
-            if payload.len() + frame.encoded_len() > cap {
+            if out.len() + frame.encoded_len() > cap {
                 break;
             }
-            frame.emit(payload);
+            out.emit(|v| frame.emit(v));
             self.control.pop_front();
         }
         let stream_cap = self.stream_cap(config);
-        self.take_stream_data(payload, cap, stream_cap, events);
+        self.take_stream_data(&mut out, cap, stream_cap, events);
+        let (len, scratch) = out.finish();
+        self.header_scratch = scratch;
         let budget = config.session_send_buffer;
         if self.budget_blocked && self.send_buffered <= budget - budget / 4 {
             // Once per refill, not per symbol: a writer woken into a full budget would
@@ -348,7 +358,7 @@ impl Streams {
                 }
             }
         }
-        !payload.is_empty()
+        len
     }
 
     /// Applies a decoded frame (any but PATH, which is the handshake's).
@@ -481,6 +491,7 @@ impl Streams {
 
 mod app_io;
 mod credit;
+mod payload;
 #[cfg(test)]
 mod tests;
 mod turns;

@@ -8,6 +8,7 @@
 //! of data keeps its place in `ready` for one more round, so a bulk stream whose writer
 //! refills it within a round never counts as new.
 
+use super::payload::PayloadWriter;
 use super::{Streams, MIN_STREAM_SHARE};
 
 /// The bytes a stream sends per turn (whole frames, so up to a symbol more) up to the
@@ -111,7 +112,7 @@ impl Streams {
     /// its own limit is woken once half of `stream_cap` is free.
     pub(super) fn take_stream_data(
         &mut self,
-        payload: &mut Vec<u8>,
+        payload: &mut PayloadWriter<'_>,
         cap: usize,
         stream_cap: usize,
         events: &mut VecDeque<Event>,
@@ -150,13 +151,13 @@ impl Streams {
             self.send_buffered -= n;
             let ends_payload = frame::stream_header_len(id, offset) + n > room;
             if ends_payload {
-                frame::emit_stream_header(payload, id, offset, fin, None);
+                payload.emit(|out| frame::emit_stream_header(out, id, offset, fin, None));
                 open_tail = None;
             } else {
                 open_tail = Some(payload.len());
-                frame::emit_stream_header(payload, id, offset, fin, Some(n as u16));
+                payload.emit(|out| frame::emit_stream_header(out, id, offset, fin, Some(n as u16)));
             }
-            let sent_fin = s.send.take_into(n, payload);
+            let sent_fin = s.send.take_into(payload.reserve(n));
             debug_assert_eq!(sent_fin, fin);
             if s.write_blocked && s.send.buffered() <= s.send.limit(stream_cap) / 2 {
                 s.write_blocked = false;
@@ -176,7 +177,7 @@ impl Streams {
         }
         if let Some(start) = open_tail {
             // Nothing followed that frame (only stream frames come after control frames).
-            let dropped = frame::drop_final_stream_length(payload, start);
+            let dropped = payload.drop_final_stream_length(start);
             debug_assert!(dropped, "the payload's final frame is a length-form STREAM");
         }
     }
