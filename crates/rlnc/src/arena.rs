@@ -1,15 +1,22 @@
-//! Ring of 64-byte-aligned symbol slots indexed by the low bits of the symbol id.
+//! Ring of 64-byte-aligned symbol slots indexed by the low bits of the symbol id, grown
+//! as the span of live ids grows.
 
-/// Fixed-capacity symbol storage: one allocation, never resized, slots aligned to 64 bytes
-/// (a misaligned destination costs the SIMD kernels ~30 %).
+/// The slots an arena starts with (fewer if its capacity is smaller): about 180 KB at the
+/// default symbol size. A window that never holds more stays in the CPU's cache and
+/// costs no more memory, however large the configured capacity.
+const INITIAL_SLOTS: usize = 128;
+
+/// Symbol storage for ids in a sliding span: slots aligned to 64 bytes (a misaligned
+/// destination costs the SIMD kernels ~30 %), as many as the widest span of live ids
+/// needed so far, rounded up to a power of two, at most `capacity` rounded up.
 pub(crate) struct Arena {
     buf: Vec<u8>,
     offset: usize,
     stride: usize,
     symbol_size: usize,
     capacity: usize,
-    /// Slots minus one: the slot count is `capacity` rounded up to a power of two, so the
-    /// slot of an id is a mask away (a 64-bit division per lookup showed in profiles).
+    /// Slots minus one: the slot count is a power of two, so the slot of an id is a mask
+    /// away (a 64-bit division per lookup showed in profiles).
     mask: u64,
 }
 
@@ -18,14 +25,25 @@ impl std::fmt::Debug for Arena {
         f.debug_struct("Arena")
             .field("symbol_size", &self.symbol_size)
             .field("capacity", &self.capacity)
+            .field("slots", &self.slots())
             .finish()
     }
 }
 
 impl Arena {
+    /// Storage for spans of up to `capacity` ids, holding few slots until more are needed
+    /// ([`Arena::grow`]).
     pub(crate) fn new(symbol_size: usize, capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        Self::with_slots(
+            symbol_size,
+            capacity,
+            INITIAL_SLOTS.min(capacity.next_power_of_two()),
+        )
+    }
+
+    fn with_slots(symbol_size: usize, capacity: usize, slots: usize) -> Self {
         let stride = symbol_size.div_ceil(64) * 64;
-        let slots = capacity.max(1).next_power_of_two();
         let buf = vec![0u8; stride * slots + 64];
         // The buffer is never reallocated, so this offset stays valid.
         let offset = buf.as_ptr().align_offset(64).min(63);
@@ -39,9 +57,28 @@ impl Arena {
         }
     }
 
-    /// Number of slots (a power of two, at least `capacity`).
+    /// Number of slots (a power of two): ids `lo..lo + slots()` have distinct slots.
     pub(crate) fn slots(&self) -> usize {
         (self.mask + 1) as usize
+    }
+
+    /// Makes room for ids `lo..lo + span` (`span` at most the capacity): if they do not
+    /// have distinct slots yet, the slots double (or more) and the symbols of ids
+    /// `lo..lo + old slots` move to their new slots. Returns the old slot count if it
+    /// grew, for callers that index side tables by slot.
+    pub(crate) fn grow(&mut self, lo: u64, span: usize) -> Option<usize> {
+        let old = self.slots();
+        if span <= old {
+            return None;
+        }
+        let max = self.capacity.next_power_of_two();
+        let slots = span.next_power_of_two().max(2 * old).min(max);
+        let mut next = Self::with_slots(self.symbol_size, self.capacity, slots);
+        for id in lo..lo + old as u64 {
+            next.slot_mut(id).copy_from_slice(self.slot(id));
+        }
+        *self = next;
+        Some(old)
     }
 
     /// The slot of `id`: distinct for any `slots()` consecutive ids.
@@ -64,7 +101,7 @@ impl Arena {
         &mut self.buf[s..s + self.symbol_size]
     }
 
-    /// Two distinct slots, one mutable (for `dst ^= c·src` between stored symbols).
+    /// The widest span of ids the arena may be asked to hold.
     pub(crate) fn capacity(&self) -> usize {
         self.capacity
     }
@@ -97,6 +134,30 @@ mod tests {
         for id in 0..8u64 {
             assert!(a.slot(id).iter().all(|&b| b == id as u8));
             assert_eq!(a.slot(id + 8).as_ptr(), a.slot(id).as_ptr());
+        }
+    }
+
+    #[test]
+    fn growing_keeps_every_live_symbol_and_stops_at_the_capacity() {
+        let mut a = Arena::new(100, 1000);
+        assert_eq!(a.slots(), INITIAL_SLOTS);
+        // A span that starts past zero and wraps the ring.
+        let lo = 3 * INITIAL_SLOTS as u64 + 5;
+        for id in lo..lo + INITIAL_SLOTS as u64 {
+            a.slot_mut(id).fill(id as u8);
+        }
+        assert_eq!(a.grow(lo, INITIAL_SLOTS), None, "the span fits");
+        assert_eq!(a.grow(lo, INITIAL_SLOTS + 1), Some(INITIAL_SLOTS));
+        assert_eq!(a.slots(), 2 * INITIAL_SLOTS);
+        for id in lo..lo + INITIAL_SLOTS as u64 {
+            assert!(a.slot(id).iter().all(|&b| b == id as u8), "{id}");
+            assert_eq!(a.slot(id).as_ptr() as usize % 64, 0);
+        }
+        assert_eq!(a.grow(lo, 1000), Some(2 * INITIAL_SLOTS));
+        assert_eq!(a.slots(), 1024, "rounded up to a power of two");
+        assert_eq!(a.grow(lo, 1000), None);
+        for id in lo..lo + INITIAL_SLOTS as u64 {
+            assert!(a.slot(id).iter().all(|&b| b == id as u8), "{id}");
         }
     }
 

@@ -117,10 +117,26 @@ impl Decoder {
         if id < self.base {
             return true;
         }
-        if id >= self.base + self.cap() {
+        if id >= self.base + self.cap() || id - self.base >= self.arena.slots() as u64 {
+            // Nothing is stored past the arena's slots (`store` grows it first).
             return false;
         }
         self.known[self.arena.index(id)]
+    }
+
+    /// The slot to store symbol `id` in (`base <= id < base + cap`), growing the arena
+    /// (and the known flags indexed by its slots) if `id` is past its slots.
+    fn store(&mut self, id: SymbolId) -> &mut [u8] {
+        let span = (id.saturating_sub(self.base) + 1) as usize;
+        if let Some(old) = self.arena.grow(self.base, span) {
+            let old_mask = old as u64 - 1;
+            let mut known = vec![false; self.arena.slots()];
+            for k in self.base..self.base + old as u64 {
+                known[self.arena.index(k)] = self.known[(k & old_mask) as usize];
+            }
+            self.known = known;
+        }
+        self.arena.slot_mut(id)
     }
 
     /// Every id below this is known: the reference point for ids the sender may still
@@ -158,7 +174,7 @@ impl Decoder {
             return Err(DecodeError::OutOfWindow);
         }
         self.see(id);
-        encode_symbol(self.arena.slot_mut(id), payload);
+        encode_symbol(self.store(id), payload);
         self.learn(id);
         self.settle();
         Ok(Received::New)
@@ -341,7 +357,7 @@ impl Decoder {
                 let Some(row) = self.rows.remove(&pivot) else {
                     continue;
                 };
-                self.arena.slot_mut(pivot).copy_from_slice(&row.data);
+                self.store(pivot).copy_from_slice(&row.data);
                 self.learn(pivot);
             }
         }
@@ -419,7 +435,7 @@ impl Decoder {
         if target <= self.base {
             return;
         }
-        let span = (target - self.base).min(self.cap());
+        let span = (target - self.base).min(self.arena.slots() as u64);
         for k in 0..span {
             let idx = self.arena.index(self.base + k);
             self.known[idx] = false;

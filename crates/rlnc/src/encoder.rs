@@ -46,6 +46,7 @@ impl Encoder {
             return Err(EncodeError::WindowFull(self.cfg.window));
         }
         let id = self.next;
+        self.arena.grow(self.first, self.len() + 1);
         encode_symbol(self.arena.slot_mut(id), payload);
         self.next += 1;
         Ok(id)
@@ -69,6 +70,7 @@ impl Encoder {
         let id = self.next;
         let max = self.cfg.max_payload();
         // The slot of `next` is free: a full window was refused above.
+        self.arena.grow(self.first, self.len() + 1);
         let slot = self.arena.slot_mut(id);
         let len = build(&mut slot[2..]);
         if len > max {

@@ -62,6 +62,61 @@ proptest! {
         prop_assert_eq!(dec.status().deficit, 0);
     }
 
+    /// A long transfer through a sliding window: sources arrive out of order within a
+    /// reordering distance, some are lost, repairs over the live window fill the holes at
+    /// random moments, and both ends retire as the in-order point moves. The arenas grow
+    /// from their first slots while symbols are live, at ids that wrap the ring; every
+    /// symbol comes out intact, once.
+    #[test]
+    fn a_sliding_window_that_grows_keeps_every_symbol(seed in any::<u64>(), reorder in 1usize..300, loss in 0.0f64..0.3) {
+        let cfg = CodecConfig { symbol_size: 64, window: 1024 };
+        let n = 3000u64;
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut enc = Encoder::new(cfg);
+        let mut dec = Decoder::new(cfg);
+        let data: Vec<Vec<u8>> = (0..n)
+            .map(|id| (0..rng.gen_range(1..=cfg.max_payload())).map(|i| (id as u8) ^ (i as u8).wrapping_mul(7)).collect())
+            .collect();
+        let mut got = vec![None; n as usize];
+        let mut flight: Vec<u64> = Vec::new();
+        let mut out = vec![0u8; cfg.symbol_size];
+        for id in 0..=n {
+            let catch_up = id == n || enc.is_full() || rng.gen_bool(0.005);
+            if catch_up && !enc.is_empty() {
+                for f in flight.drain(..) {
+                    dec.receive_source(f, &data[f as usize]).unwrap();
+                }
+                let mut repairs = 0;
+                while dec.next_in_order() < enc.next_id() {
+                    let first = enc.first_id();
+                    let h = enc.repair(first, (enc.next_id() - first) as u16, &mut out).unwrap();
+                    dec.receive_repair(&h, &out).unwrap();
+                    repairs += 1;
+                    prop_assert!(repairs <= cfg.window + 8);
+                }
+                drain(&mut dec, &mut got);
+                let nio = dec.next_in_order();
+                enc.retire_through(nio - 1);
+                dec.retire_below(nio);
+            }
+            if id == n {
+                break;
+            }
+            prop_assert_eq!(enc.push(&data[id as usize]).unwrap(), id);
+            flight.push(id);
+            if flight.len() > reorder {
+                let f = flight.swap_remove(rng.gen_range(0..flight.len()));
+                if !rng.gen_bool(loss) {
+                    dec.receive_source(f, &data[f as usize]).unwrap();
+                    drain(&mut dec, &mut got);
+                }
+            }
+        }
+        for (i, d) in data.iter().enumerate() {
+            prop_assert_eq!(got[i].as_ref(), Some(d), "symbol {}", i);
+        }
+    }
+
     /// With too few repairs the deficit equals the true shortfall.
     #[test]
     fn deficit_is_exact_shortfall(seed in any::<u64>(), k in 4usize..100) {
