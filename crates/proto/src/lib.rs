@@ -35,6 +35,7 @@
 //! What the controller choice needs is re-exported: [`ControllerKind`].
 #![deny(unsafe_code)]
 
+mod byte_ring;
 mod cc;
 pub mod config;
 pub mod connection;

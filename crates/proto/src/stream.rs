@@ -5,6 +5,7 @@
 //! by offset (symbols decode in any order, and one stream's hole never blocks another) and
 //! returns credit as the application reads, so a slow reader back-pressures only its stream.
 
+use crate::byte_ring::ByteRing;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -101,7 +102,7 @@ pub enum StreamError {
 #[derive(Debug)]
 pub(crate) struct SendHalf {
     /// Bytes written by the application and not yet framed.
-    pending: VecDeque<u8>,
+    pending: ByteRing,
     /// Stream offset of the first pending byte (= bytes framed so far).
     pub(crate) offset: u64,
     /// Peer's credit: absolute byte limit.
@@ -119,7 +120,7 @@ pub(crate) struct SendHalf {
 impl SendHalf {
     pub(crate) fn new(max_data: u64, buffer_limit: usize) -> Self {
         SendHalf {
-            pending: VecDeque::new(),
+            pending: ByteRing::default(),
             offset: 0,
             max_data,
             buffer_limit,
@@ -133,14 +134,13 @@ impl SendHalf {
     /// smaller of `cap` and the configured limit); returns how much.
     pub(crate) fn write(&mut self, data: &[u8], cap: usize) -> usize {
         let n = self.room(cap).min(data.len());
-        self.pending.extend(&data[..n]);
+        self.pending.extend_from_slice(&data[..n]);
         n
     }
 
     /// Lets `fill` write up to `n` bytes (at most [`SendHalf::room`]) straight into the
     /// buffer's free space, given as the two halves of the ring's tail; keeps as many as
-    /// it says it wrote. The space is zeroed first (no uninitialised memory reaches
-    /// `fill`), which costs less than copying the bytes in from a buffer of the caller's.
+    /// it says it wrote. The space holds old bytes, never uninitialised memory.
     pub(crate) fn fill<E>(
         &mut self,
         n: usize,
@@ -148,16 +148,10 @@ impl SendHalf {
         fill: impl FnOnce(&mut [u8], &mut [u8]) -> Result<usize, E>,
     ) -> Result<usize, E> {
         let n = n.min(self.room(cap));
-        let len = self.pending.len();
-        self.pending.resize(len + n, 0);
-        let (front, back) = self.pending.as_mut_slices();
-        let out = if len >= front.len() {
-            fill(&mut back[len - front.len()..], &mut [])
-        } else {
-            fill(&mut front[len..], back)
-        };
+        let (front, back) = self.pending.room_mut(n);
+        let out = fill(front, back);
         let wrote = *out.as_ref().unwrap_or(&0);
-        self.pending.truncate(len + wrote.min(n));
+        self.pending.commit(wrote.min(n));
         out.map(|w| w.min(n))
     }
 
@@ -200,7 +194,7 @@ impl SendHalf {
         let from_a = n.min(a.len());
         out[..from_a].copy_from_slice(&a[..from_a]);
         out[from_a..].copy_from_slice(&b[..n - from_a]);
-        self.pending.drain(..n);
+        self.pending.consume(n);
         self.offset += n as u64;
         let fin = self.fin_requested && self.pending.is_empty();
         if fin {
@@ -223,7 +217,7 @@ impl SendHalf {
     /// returns how many, for the session's budget.
     pub(crate) fn discard_pending(&mut self) -> usize {
         let n = self.pending.len();
-        self.pending = VecDeque::new();
+        self.pending.clear_and_free();
         n
     }
 

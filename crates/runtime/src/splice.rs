@@ -30,8 +30,8 @@ struct Up {
     done: bool,
     bytes: u64,
     /// The last read's size: the next asks for at most twice it (within
-    /// [`MIN_READ`]..=[`CHUNK`]), since the space is zeroed before the read and an
-    /// interactive socket's few bytes should not cost 64 KiB of it.
+    /// [`MIN_READ`]..=[`CHUNK`]), since the send buffer grows to the space a read asks
+    /// for and an interactive socket's few bytes should not cost 64 KiB of memory.
     last: usize,
 }
 

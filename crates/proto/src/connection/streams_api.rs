@@ -25,7 +25,7 @@ impl Connection {
     }
 
     /// Lets `fill` write up to `max` bytes of a stream straight into its send buffer, given
-    /// as the two halves of the buffer's free space (zeroed), and queues the bytes it says
+    /// as the two halves of the buffer's free space (old bytes), and queues the bytes it says
     /// it wrote, as [`Connection::write`] would. A caller reads its socket into them, with
     /// no buffer of its own. `Ok(Ok(0))` without calling `fill` when the stream has no
     /// room (then [`crate::Event::StreamWritable`] follows when it has, or when the peer
