@@ -109,9 +109,15 @@ impl Arena {
 
 /// Writes `[u16 LE length][payload][zeros]` into a symbol buffer.
 pub(crate) fn encode_symbol(slot: &mut [u8], payload: &[u8]) {
-    slot[..2].copy_from_slice(&(payload.len() as u16).to_le_bytes());
     slot[2..2 + payload.len()].copy_from_slice(payload);
-    slot[2 + payload.len()..].fill(0);
+    frame_symbol(slot, payload.len());
+}
+
+/// Frames a symbol whose `len` payload bytes are already in place behind the length
+/// field: writes the length and zeroes the rest.
+pub(crate) fn frame_symbol(slot: &mut [u8], len: usize) {
+    slot[..2].copy_from_slice(&(len as u16).to_le_bytes());
+    slot[2 + len..].fill(0);
 }
 
 /// The payload of a coded symbol, or `None` if its length field is impossible.

@@ -1,6 +1,6 @@
 //! The sending side: stores source symbols until acknowledged and builds repairs.
 
-use crate::arena::{decode_symbol, encode_symbol, Arena};
+use crate::arena::{decode_symbol, encode_symbol, frame_symbol, Arena};
 use crate::{tinymt, CodecConfig, Coefficients, EncodeError, RepairHeader, SymbolId};
 
 /// Sources combined per `dot_slice` pass (bounded so the coefficient scratch stays small).
@@ -42,14 +42,9 @@ impl Encoder {
                 max: self.cfg.max_payload(),
             });
         }
-        if self.is_full() {
-            return Err(EncodeError::WindowFull(self.cfg.window));
-        }
-        let id = self.next;
-        self.arena.grow(self.first, self.len() + 1);
-        encode_symbol(self.arena.slot_mut(id), payload);
+        encode_symbol(self.next_slot()?, payload);
         self.next += 1;
-        Ok(id)
+        Ok(self.next - 1)
     }
 
     /// Adds a source symbol built in place: `build` writes the payload into the front of
@@ -64,14 +59,8 @@ impl Encoder {
         &mut self,
         build: impl FnOnce(&mut [u8]) -> usize,
     ) -> Result<Option<SymbolId>, EncodeError> {
-        if self.is_full() {
-            return Err(EncodeError::WindowFull(self.cfg.window));
-        }
-        let id = self.next;
         let max = self.cfg.max_payload();
-        // The slot of `next` is free: a full window was refused above.
-        self.arena.grow(self.first, self.len() + 1);
-        let slot = self.arena.slot_mut(id);
+        let slot = self.next_slot()?;
         let len = build(&mut slot[2..]);
         if len > max {
             return Err(EncodeError::PayloadTooLarge { len, max });
@@ -79,10 +68,22 @@ impl Encoder {
         if len == 0 {
             return Ok(None);
         }
-        slot[..2].copy_from_slice(&(len as u16).to_le_bytes());
-        slot[2 + len..].fill(0);
+        frame_symbol(slot, len);
         self.next += 1;
-        Ok(Some(id))
+        Ok(Some(self.next - 1))
+    }
+
+    /// The slot the next symbol goes in, the arena grown to hold it.
+    ///
+    /// # Errors
+    /// [`EncodeError::WindowFull`] until older symbols are retired.
+    fn next_slot(&mut self) -> Result<&mut [u8], EncodeError> {
+        if self.is_full() {
+            return Err(EncodeError::WindowFull(self.cfg.window));
+        }
+        // The slot of `next` is free: a full window was refused above.
+        self.arena.grow(self.first, self.len() + 1);
+        Ok(self.arena.slot_mut(self.next))
     }
 
     /// The payload of a held source symbol, for sending it systematically.
