@@ -51,6 +51,11 @@ impl Connection {
         if ack.largest_pn >= p.sent.next_pn() {
             return; // acknowledges something never sent: ignore
         }
+        // An ACK a newer one overtook on the way (the return path reorders) shows the
+        // peer's decoder as it was: its deficit counts holes since filled or already owed
+        // for, so the repair scheduler does not act on it (each such deficit owed a batch
+        // of useless repairs on a jittery path).
+        let stale = p.sent.largest_acked().is_some_and(|l| ack.largest_pn < l);
         let acked = p.sent.on_ack(now, ack, p.rtt.min_rtt());
         for (d, by) in acked.late {
             p.reorder.on_late_arrival(d, by);
@@ -85,6 +90,18 @@ impl Connection {
         self.settle_covered(now, i, acked.newly_acked, ack.next_in_order, covered);
         self.lose_dead_paths_hole(now, i, covered);
         self.detect_lost(now, i);
+        if !stale {
+            let summary = self.ack_summary(i, ack, ack_index);
+            self.repair.on_ack(&summary);
+        }
+        self.owe_tail_shortfall();
+        self.trim_sent(i);
+    }
+
+    /// What the repair scheduler reads from an ACK on path index `i`: the peer's deficit
+    /// against what every live path still has on its way (`ack_index`: the ledger entries
+    /// the ACK should cover).
+    fn ack_summary(&mut self, i: usize, ack: &Ack, ack_index: usize) -> AckSummary {
         let p = self.paths.get_mut(i);
         let (mut after, mut first_source_after) = p.sent.sent_after(ack.largest_pn);
         let unresolved = p.sent.unresolved_before(ack_index);
@@ -107,7 +124,7 @@ impl Connection {
             };
             repairs_in_flight |= q.sent.repairs_in_flight();
         }
-        let summary = AckSummary {
+        AckSummary {
             deficit: ack.deficit,
             highest_seen: ack.highest_seen,
             after,
@@ -116,10 +133,7 @@ impl Connection {
             p: loss_p,
             unacked: self.unacked(),
             multipath: self.paths.len() > 1,
-        };
-        self.repair.on_ack(&summary);
-        self.owe_tail_shortfall();
-        self.trim_sent(i);
+        }
     }
 
     /// A report of another path's packet numbers that rode path index `carrier` (see

@@ -172,6 +172,11 @@ impl SentLedger {
         }
     }
 
+    /// The largest packet number an ACK acknowledged so far.
+    pub(crate) fn largest_acked(&self) -> Option<u64> {
+        self.largest_acked
+    }
+
     /// The number the next datagram gets.
     pub(crate) fn next_pn(&self) -> u64 {
         self.next_pn
