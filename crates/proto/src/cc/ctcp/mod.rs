@@ -255,6 +255,23 @@ impl Ctcp {
             || backoff::window_holds_queue(self.cwnd, self.delivery.max_rate(), rtt.srtt())
     }
 
+    /// Whether to drain a standing queue now ([`backoff::should_drain`]), if it is the
+    /// flow's own: on a path with material delay noise, a round minimum not clear of twice
+    /// the noise must be confirmed by the window, as the gate's rise is
+    /// ([`Self::congested`]). Why: FIFO jitter keeps the round minimum above the path
+    /// minimum with no queue at all, and a drain every min-RTT window then held the window
+    /// under the pipe (evidence: docs/experiments/jitter.md, "Drains confirmed by the
+    /// delivery rate").
+    fn drain_due(&self, now: Instant, rtt: &RttEstimator) -> bool {
+        if self.phase != Phase::Growth || !backoff::should_drain(now, self.last_drain, rtt) {
+            return false;
+        }
+        let noisy = backoff::noisy(rtt, rtt.srtt().div_f64(self.cwnd.max(1.0)));
+        !noisy
+            || rtt.round_min() > rtt.min_rtt() + backoff::ROUND_MIN_QUEUE + backoff::noise(rtt) * 2
+            || backoff::window_holds_queue(self.cwnd, self.delivery.max_rate(), rtt.srtt())
+    }
+
     fn ceiling(&self) -> u64 {
         self.srtt
             .map_or(self.cfg.max_window, |s| self.cfg.ceiling(s))
@@ -337,7 +354,7 @@ impl Controller for Ctcp {
             self.clamp();
             return;
         }
-        if self.phase == Phase::Growth && backoff::should_drain(now, self.last_drain, rtt) {
+        if self.drain_due(now, rtt) {
             self.cut(now, rtt);
             self.last_drain = Some(now);
             self.drains += 1;

@@ -500,6 +500,37 @@ fn a_backoff_that_drains_the_queue_postpones_the_deliberate_drain() {
 }
 
 #[test]
+fn no_drain_for_fifo_jitter_the_delivery_rate_does_not_confirm() {
+    // FIFO jitter on a 100 ms path: the window is still acknowledged every 100 ms (the
+    // bottleneck's rate), but the samples read 130/140 ms, so the round minimum stands
+    // above the drain threshold for the whole min-RTT window. At srtt ≈ 135 ms that rate
+    // fills 1.35 windows: the window holds no queue of its own, and a drain would only
+    // put it further under the pipe.
+    let mut s = Sim::into_growth(ms(100));
+    for _ in 0..5 {
+        s.round(ms(100), 0.0);
+    }
+    // 9 s: past the drain's horizon (80 % of the 10 s min-RTT window), not the window's end.
+    for _ in 0..90 {
+        let w = s.c.window();
+        let start = s.now;
+        for b in 0..10u32 {
+            let n = w * u64::from(b + 1) / 10 - w * u64::from(b) / 10;
+            s.now = start + ms(10) * (b + 1);
+            let sample = if b % 2 == 0 { ms(130) } else { ms(140) };
+            s.rtt.update(s.now, sample, Duration::ZERO);
+            s.c.on_ack(s.now, n, w, &s.rtt);
+        }
+    }
+    assert!(
+        backoff::should_drain(s.now, None, &s.rtt),
+        "the delay alone asks for one"
+    );
+    assert_eq!(s.c.drains(), 0);
+    assert_eq!(s.c.backoffs(), 0);
+}
+
+#[test]
 fn no_drain_without_standing_queue() {
     let mut s = Sim::into_growth(ms(100));
     for _ in 0..200 {
