@@ -6,6 +6,7 @@
 
 use ctcp_sim::ctcp::{
     run_exchange_on, run_transfer, run_transfer_on, sweep_config, sweep_seed, ExchangeSpec,
+    TransferReport,
 };
 use ctcp_sim::{JitterDist, LinkSpec, LossModel, Seed};
 use std::time::Duration;
@@ -21,6 +22,19 @@ fn jittery(rtt_ms: u64, loss: f64, dist: JitterDist, reorder: bool) -> LinkSpec 
 
 fn efficiency(goodput: f64, rate: u64, loss: f64) -> f64 {
     goodput / (rate as f64 * (1.0 - loss))
+}
+
+/// 10 MB over `link` from `seed` with the sweep's configuration (two minutes at most).
+#[allow(clippy::unwrap_used)] // a test helper: a failed run fails the test
+fn ten_megabytes(link: &LinkSpec, seed: u64) -> TransferReport {
+    run_transfer(
+        link,
+        sweep_config(),
+        10_000_000,
+        Seed::from_env_or(seed),
+        Duration::from_secs(120),
+    )
+    .unwrap()
 }
 
 /// A FIFO-jitter transfer of `bytes` at `loss` over `rtt_ms` ± a quarter, from `seed`:
@@ -79,14 +93,7 @@ fn a_random_loss_under_the_pipe_is_not_congestion_behind_500_ms_of_fifo_jitter()
 #[test]
 fn reordering_jitter_with_loss_keeps_the_rate() {
     let link = jittery(100, 0.05, JitterDist::Uniform, true);
-    let r = run_transfer(
-        &link,
-        sweep_config(),
-        10_000_000,
-        Seed::from_env_or(13),
-        Duration::from_secs(120),
-    )
-    .unwrap();
+    let r = ten_megabytes(&link, 13);
     let eff = efficiency(r.goodput_bps, RATE, 0.05);
     println!("efficiency {eff:.3}, repair {:.3}", r.repair_overhead);
     assert!(r.bytes_ok);
@@ -182,14 +189,7 @@ fn large_pipe_fills_after_the_ramp() {
 #[test]
 fn reordering_past_the_ack_bitmap_is_not_loss() {
     let link = jittery(500, 0.01, JitterDist::Uniform, true);
-    let r = run_transfer(
-        &link,
-        sweep_config(),
-        10_000_000,
-        Seed::from_env_or(14),
-        Duration::from_secs(120),
-    )
-    .unwrap();
+    let r = ten_megabytes(&link, 14);
     let s = r.sender_stats.unwrap();
     let declared = s.lost as f64 / s.datagrams_sent.max(1) as f64;
     let useless = r.receiver_stats.unwrap().repairs_useless;
@@ -208,14 +208,7 @@ fn reordering_past_the_ack_bitmap_is_not_loss() {
 #[test]
 fn an_overtaken_ack_owes_no_repairs() {
     let link = jittery(200, 0.0, JitterDist::Uniform, true);
-    let r = run_transfer(
-        &link,
-        sweep_config(),
-        10_000_000,
-        Seed::from_env_or(15),
-        Duration::from_secs(120),
-    )
-    .unwrap();
+    let r = ten_megabytes(&link, 15);
     let useless = r.receiver_stats.unwrap().repairs_useless;
     println!(
         "repair overhead {:.4}, useless repairs {useless}, wire {:.3}",
