@@ -202,5 +202,16 @@ pub(super) fn should_drain(now: Instant, last_drain: Option<Instant>, rtt: &RttE
     rtt.has_samples()
         && rtt.min_rtt_age(now) >= horizon
         && last_drain.is_none_or(|c| now.saturating_duration_since(c) >= horizon)
-        && rtt.round_min() > rtt.min_rtt() + ROUND_MIN_QUEUE + noise(rtt)
+        && round_min_above_drain(rtt, noise(rtt))
+}
+
+/// [`should_drain`]'s delay test with the delay noise counted twice: a round minimum this
+/// far above the minimum is a standing queue however noisy the path (as [`clear_queue`]
+/// is for the gate).
+pub(super) fn drain_clear(rtt: &RttEstimator) -> bool {
+    round_min_above_drain(rtt, noise(rtt) * 2)
+}
+
+fn round_min_above_drain(rtt: &RttEstimator, noise: Duration) -> bool {
+    rtt.round_min() > rtt.min_rtt() + ROUND_MIN_QUEUE + noise
 }

@@ -266,10 +266,14 @@ impl Ctcp {
         if self.phase != Phase::Growth || !backoff::should_drain(now, self.last_drain, rtt) {
             return false;
         }
-        let noisy = backoff::noisy(rtt, rtt.srtt().div_f64(self.cwnd.max(1.0)));
-        !noisy
-            || rtt.round_min() > rtt.min_rtt() + backoff::ROUND_MIN_QUEUE + backoff::noise(rtt) * 2
+        !self.noisy(rtt)
+            || backoff::drain_clear(rtt)
             || backoff::window_holds_queue(self.cwnd, self.delivery.max_rate(), rtt.srtt())
+    }
+
+    /// [`backoff::noisy`] at this window's packet time (`srtt / cwnd`).
+    fn noisy(&self, rtt: &RttEstimator) -> bool {
+        backoff::noisy(rtt, rtt.srtt().div_f64(self.cwnd.max(1.0)))
     }
 
     fn ceiling(&self) -> u64 {
@@ -405,7 +409,7 @@ impl Controller for Ctcp {
         }
         let est = self.probe.on_loss(now, lost);
         self.jump(now, est, probe::JUMP_FRACTION);
-        let noisy = backoff::noisy(rtt, rtt.srtt().div_f64(self.cwnd.max(1.0)));
+        let noisy = self.noisy(rtt);
         // On a noisy path a loss from the last backoff's span (packets sent into the queue
         // it answered, until half a round trip after the cut) is the same event: the
         // smoothed and windowed delays still show that queue while the cut drains it, and

@@ -23,14 +23,20 @@ impl Sim {
     }
 
     fn round(&mut self, path_rtt: Duration, loss: f64) {
+        self.round_sampled(path_rtt, loss, |_| path_rtt);
+    }
+
+    /// [`Sim::round`] whose ACKs come over `span`, batch `b`'s RTT sample `sample(b)`
+    /// (delay that varies while the bottleneck's rate stays).
+    fn round_sampled(&mut self, span: Duration, loss: f64, sample: impl Fn(u32) -> Duration) {
         let w = self.c.window();
         let lost = (w as f64 * loss).round() as u64;
         let delivered = w - lost;
         let start = self.now;
         for b in 0..10u32 {
             let n = delivered * u64::from(b + 1) / 10 - delivered * u64::from(b) / 10;
-            self.now = start + path_rtt * (b + 1) / 10;
-            self.rtt.update(self.now, path_rtt, Duration::ZERO);
+            self.now = start + span * (b + 1) / 10;
+            self.rtt.update(self.now, sample(b), Duration::ZERO);
             if n > 0 {
                 self.c.on_ack(self.now, n, w, &self.rtt);
             }
@@ -512,15 +518,7 @@ fn no_drain_for_fifo_jitter_the_delivery_rate_does_not_confirm() {
     }
     // 9 s: past the drain's horizon (80 % of the 10 s min-RTT window), not the window's end.
     for _ in 0..90 {
-        let w = s.c.window();
-        let start = s.now;
-        for b in 0..10u32 {
-            let n = w * u64::from(b + 1) / 10 - w * u64::from(b) / 10;
-            s.now = start + ms(10) * (b + 1);
-            let sample = if b % 2 == 0 { ms(130) } else { ms(140) };
-            s.rtt.update(s.now, sample, Duration::ZERO);
-            s.c.on_ack(s.now, n, w, &s.rtt);
-        }
+        s.round_sampled(ms(100), 0.0, |b| if b % 2 == 0 { ms(130) } else { ms(140) });
     }
     assert!(
         backoff::should_drain(s.now, None, &s.rtt),
