@@ -22,6 +22,8 @@
 //! `SESSIONS=8 WORKERS=2 target/release/proxy-bench 300 0`: the 8-process case.
 //! `DIRECT=1` then runs the bulk transfer and the concurrent streams again straight to the
 //! sink (loopback TCP, no proxies): kernel TCP's own ratio of 1,000 streams to one here.
+//! `SERIES=1` prints, for each gated phase, the MB the sink received in each 100 ms from the
+//! gate's opening (to stderr): where a phase lost its time, ramp or tail.
 
 use anyhow::{bail, Context};
 use ctcp_benches::{counting_sink, fill_block, socks_connect, SinkProgress};
@@ -294,6 +296,20 @@ async fn streams_phase(
     Ok((p, kib, per * streams as u64))
 }
 
+/// Prints the MB `progress` counted in each 100 ms (`SERIES=1`) until aborted.
+async fn series(progress: std::sync::Arc<SinkProgress>) {
+    let mut last = progress.bytes.load(Ordering::Relaxed);
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.tick().await;
+    eprint!("MB per 100 ms:");
+    loop {
+        tick.tick().await;
+        let now = progress.bytes.load(Ordering::Relaxed);
+        eprint!(" {:.1}", now.saturating_sub(last) as f64 / 1e6);
+        last = now;
+    }
+}
+
 /// One gated phase's timings: every connection opened first, then all written at once.
 struct Phase {
     /// From the first connect until every connection was open.
@@ -374,6 +390,7 @@ async fn run_gated(
         }
         (first, bytes, t.elapsed().as_secs_f64())
     });
+    let series = std::env::var_os("SERIES").map(|_| tokio::spawn(series(progress.clone())));
     go.send_replace(true);
     for task in tasks {
         task.await??;
@@ -389,6 +406,10 @@ async fn run_gated(
     }
     let data_secs = t.elapsed().as_secs_f64();
     let (first_secs, first_bytes, half_secs) = all_moving.await?;
+    if let Some(s) = series {
+        s.abort();
+        eprintln!();
+    }
     Ok(Phase {
         open_secs,
         first_secs,
