@@ -8,7 +8,6 @@
 use super::{InFlightAfter, SentKind, SentLedger};
 use crate::repair::RepairOrigin;
 use ctcp_rlnc::SymbolId;
-use std::cmp::Reverse;
 
 /// Packets in flight by what they carry.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -76,7 +75,7 @@ impl SentLedger {
             if self.settle_queue.len() >= 2 * self.sent.len() + 1024 {
                 self.rebuild_settle_queue();
             }
-            self.settle_queue.push(Reverse((key, pn)));
+            self.settle_queue.push(key, pn);
         }
         if is_speculative(kind) {
             self.speculative.push_back(pn);
@@ -120,7 +119,7 @@ impl SentLedger {
             .iter()
             .enumerate()
             .filter(|(_, p)| p.in_flight)
-            .filter_map(|(i, p)| settle_key(p.kind).map(|k| Reverse((k, base + i as u64))))
+            .filter_map(|(i, p)| settle_key(p.kind).map(|k| (k, base + i as u64)))
             .collect();
     }
 

@@ -4,7 +4,6 @@
 
 use super::{SentKind, SentLedger};
 use ctcp_rlnc::SymbolId;
-use std::cmp::Reverse;
 use std::time::Instant;
 
 impl SentLedger {
@@ -55,7 +54,7 @@ impl SentLedger {
     /// sent at or before `sent_by`; returns its kind if it was.
     pub(crate) fn lose_source(&mut self, id: SymbolId, sent_by: Instant) -> Option<SentKind> {
         // Packets that left flight otherwise sit at the top of the queue until met.
-        while let Some(&Reverse((key, pn))) = self.settle_queue.peek() {
+        while let Some((key, pn)) = self.settle_queue.peek() {
             let i = pn.checked_sub(self.base).map(|i| i as usize);
             let p = i.and_then(|i| self.sent.get(i));
             if p.is_some_and(|p| p.in_flight && !p.acked) {
@@ -66,7 +65,7 @@ impl SentLedger {
             }
             self.settle_queue.pop();
         }
-        let Reverse((_, pn)) = *self.settle_queue.peek()?;
+        let (_, pn) = self.settle_queue.peek()?;
         let p = self.sent.get_mut((pn - self.base) as usize)?;
         if !matches!(p.kind, SentKind::Source(s) if s == id) || p.time > sent_by {
             return None;

@@ -9,12 +9,13 @@ use crate::repair::RepairOrigin;
 use crate::wire::Ack;
 use ctcp_rlnc::SymbolId;
 use flight::{settle_key, FlightCounts};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use settle::SettleQueue;
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 mod flight;
 mod indirect;
+mod settle;
 
 /// How many declared-lost, already trimmed packets are remembered for spurious-loss
 /// detection. Why: the sent log drops a lost packet at once, so when a reordered packet
@@ -154,7 +155,7 @@ pub(crate) struct SentLedger {
     beyond: FlightCounts,
     /// Packets that entered flight, by `settle_key` (smallest first) with their number;
     /// one that left flight otherwise is skipped when it surfaces.
-    settle_queue: BinaryHeap<Reverse<(SymbolId, u64)>>,
+    settle_queue: SettleQueue,
     /// Numbers of speculative repairs sent, oldest first; those that left flight are
     /// dropped from either end as they are met.
     speculative: VecDeque<u64>,
@@ -315,7 +316,7 @@ impl SentLedger {
         // packet in flight by key, so none is missed, and the order of settling is
         // immaterial (each is settled on its own).
         let mut settled = 0;
-        while let Some(&Reverse((key, pn))) = self.settle_queue.peek() {
+        while let Some((key, pn)) = self.settle_queue.peek() {
             if key > covered {
                 break;
             }
