@@ -185,9 +185,8 @@ async fn connect_results_come_back_hop_by_hop_with_their_socks_codes() {
 
 /// A target that does not read: the client can push only what the buffers along the
 /// chain hold (kernel socket buffers, the send buffers and each relay's credit), not
-/// the whole stream, and every byte arrives once the target reads. With
-/// `relay.buffer = 1MiB` the chain took 10.5 MiB here; with the default 32 MiB it takes
-/// all 64 MiB: the bound is the configured buffer.
+/// the whole stream, and every byte arrives once the target reads. The bound is the
+/// configured relay buffer, not the stream (figures: docs/experiments/comment-figures.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_last_segment_back_pressures_the_client_through_the_relays() {
     let cfg = RelayConfig {

@@ -67,8 +67,8 @@ fn fifo_jitter_transfer(
     assert!(r.wire_per_goodput <= 1.05 / (1.0 - loss) + 0.01);
 }
 
-/// The cell that collapsed on a real emulated link (issue 23): 100 ms ± 25 ms, FIFO,
-/// 1 % loss. Random loss under jitter must not read as congestion.
+/// Issue 23's first cell: 100 ms ± 25 ms, FIFO, 1 % loss. Random loss under jitter must
+/// not read as congestion.
 #[test]
 fn fifo_jitter_with_loss_keeps_the_rate() {
     for (dist, seed) in [(JitterDist::Uniform, 11), (JitterDist::Normal, 12)] {

@@ -150,8 +150,8 @@ impl Probe {
     /// Whether a packet sent at `sent_time` belonged to the train (sent no later than its
     /// last packet). The train is sent faster than the bottleneck on purpose, so its own
     /// transient queue shows in the RTT; a loss among its packets must not read as loss
-    /// with queueing (at 100 ms, 5 % random loss during the train's 11 ms queue passed the
-    /// CTCP gate and ended slow start at 0.6 BDP).
+    /// with queueing, or random loss during the train ends slow start far below the BDP
+    /// (evidence: docs/experiments/comment-figures.md).
     pub(super) fn in_train(&self, sent_time: Instant) -> bool {
         let last = match self.state {
             State::Train { last_sent, .. } => last_sent,
