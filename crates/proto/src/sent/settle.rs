@@ -44,13 +44,9 @@ impl SettleQueue {
 
     /// Removes and returns the smallest `(key, number)`.
     pub(super) fn pop(&mut self) -> Option<(SymbolId, u64)> {
-        let from_run = match (self.run.front(), self.rest.peek()) {
-            (Some(&a), Some(&Reverse(b))) => a <= b,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => return None,
-        };
-        if from_run {
+        // Packet numbers are unique, so the smallest pair is at exactly one front.
+        let min = self.peek()?;
+        if self.run.front() == Some(&min) {
             self.run.pop_front()
         } else {
             self.rest.pop().map(|Reverse(e)| e)
