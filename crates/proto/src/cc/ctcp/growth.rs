@@ -51,23 +51,34 @@ pub(super) fn alpha_scale(min_rtt: Duration) -> f64 {
 
 /// The window a Cubic flow would have after the congestion event that set [`Self::w_max`]:
 /// `W(t) = C(t−K)³ + W_max` with `K = ∛(W_max(1−β)/C)` (RFC 9438's `C` and `β`), so
-/// `W(0) = β·W_max`. CTCP's own cut may be deeper (`β = RTT_min/RTT` down to 0.5); H-TCP
-/// then regrows freely up to Cubic's curve and follows it from there.
+/// `W(0) = β·W_max`, or on a noisy path from the window the cut left ([`Self::k`]).
+/// CTCP's own cut may be deeper (`β = RTT_min/RTT` down to 0.5); H-TCP then regrows freely
+/// up to Cubic's curve and follows it from there.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct CubicBound {
     /// Window in packets just before the backoff.
     pub(super) w_max: f64,
     /// Smoothed RTT: the bound looks one round trip ahead, as Cubic's target does.
     pub(super) srtt: Duration,
+    /// The window the cut left, when the curve starts there (see [`CubicBound::k`]).
+    pub(super) from: Option<f64>,
 }
 
 impl CubicBound {
+    /// Seconds from the event until the curve is back at `w_max`: RFC 9438's fixed-β
+    /// `K = ∛(W_max(1−β)/C)`, or, with `from`, RFC 9438's `K = ∛((W_max − cwnd_epoch)/C)`
+    /// (the curve starts at the window the cut left), never more than the fixed-β one.
+    pub(super) fn k(&self) -> f64 {
+        let c = cubic::C;
+        let fixed = (self.w_max * (1.0 - cubic::BETA) / c).cbrt();
+        self.from
+            .map_or(fixed, |w| ((self.w_max - w).max(0.0) / c).cbrt().min(fixed))
+    }
+
     /// Cubic's window `t` after the event.
     pub(super) fn window(&self, t: Duration) -> f64 {
-        let c = cubic::C;
-        let k = (self.w_max * (1.0 - cubic::BETA) / c).cbrt();
-        let x = t.as_secs_f64() - k;
-        c * x * x * x + self.w_max
+        let x = t.as_secs_f64() - self.k();
+        cubic::C * x * x * x + self.w_max
     }
 
     /// Cubic's increase over the next round trip from `cwnd`, `Δ` after the event: at

@@ -80,9 +80,13 @@ pub(crate) struct Ctcp {
     /// Send times whose losses the latest gated backoff answered (see
     /// [`Controller::congestion_span`]).
     congestion_span: Option<(Instant, Instant)>,
-    /// Window just before the last backoff or drain (none before the first): the
-    /// congestion event Cubic's curve, which bounds growth, starts from.
+    /// Window just before the last backoff or drain (none before the first; a drain on a
+    /// noisy path keeps the one before it): the congestion event Cubic's curve, which
+    /// bounds growth, starts from.
     w_max: Option<f64>,
+    /// The window the last cut left, when the Cubic bound's curve starts there (a cut
+    /// on a noisy path, see `Ctcp::cut`).
+    bound_from: Option<f64>,
     /// After a delay-rise exit from slow start, the rounds in which a round minimum back
     /// under the exit threshold resumes it ([`slow_start::Resume`]).
     resume: Option<slow_start::Resume>,
@@ -133,6 +137,7 @@ impl Ctcp {
             path: None,
             congestion_span: None,
             w_max: None,
+            bound_from: None,
             resume: None,
             delivery: delivery::DeliveryRate::default(),
             flight_peak: 0,
@@ -208,6 +213,7 @@ impl Ctcp {
         self.w_max.map(|w_max| growth::CubicBound {
             w_max,
             srtt: self.srtt.unwrap_or_default(),
+            from: self.bound_from,
         })
     }
 
@@ -221,6 +227,7 @@ impl Ctcp {
         // The time one packet takes at the current rate (srtt per window).
         let packet_time = rtt.srtt().div_f64(self.cwnd.max(1.0));
         self.elastic.judge(rtt.min_rtt());
+        let noisy = self.noisy(rtt);
         let beta = self
             .elastic
             .beta(backoff::beta_now(rtt, packet_time), self.cwnd);
@@ -234,6 +241,11 @@ impl Ctcp {
             _ => self.cwnd,
         });
         self.cwnd *= beta;
+        // On a noisy path the curve starts at the window the cut left (RFC 9438's K): after
+        // a cut shallower than Cubic's β the fixed-β curve starts below the window and
+        // holds growth near a packet per round for seconds. Without noise the fixed-β
+        // curve stays, which the fairness rows against Cubic are tuned with.
+        self.bound_from = noisy.then_some(self.cwnd);
         self.last_beta = beta;
         self.recovery_start = Some(now);
         self.epoch = Some(now);
@@ -269,6 +281,21 @@ impl Ctcp {
         !self.noisy(rtt)
             || backoff::drain_clear(rtt)
             || backoff::window_holds_queue(self.cwnd, self.delivery.max_rate(), rtt.srtt())
+    }
+
+    /// A deliberate cut to drain a standing queue ([`Self::drain_due`]). On a noisy path
+    /// it leaves the Cubic bound's curve as it was: a drain comes every min-RTT window
+    /// there, and restarting the curve each time held the window near an old `w_max` for
+    /// K seconds, below the pipe (evidence: docs/experiments/jitter.md, session 29).
+    fn drain(&mut self, now: Instant, rtt: &RttEstimator) {
+        let bound = (self.w_max, self.epoch, self.bound_from);
+        let noisy = self.noisy(rtt);
+        self.cut(now, rtt);
+        if noisy && bound.0.is_some() {
+            (self.w_max, self.epoch, self.bound_from) = bound;
+        }
+        self.last_drain = Some(now);
+        self.drains += 1;
     }
 
     /// [`backoff::noisy`] at this window's packet time (`srtt / cwnd`).
@@ -359,9 +386,7 @@ impl Controller for Ctcp {
             return;
         }
         if self.drain_due(now, rtt) {
-            self.cut(now, rtt);
-            self.last_drain = Some(now);
-            self.drains += 1;
+            self.drain(now, rtt);
             return;
         }
         if self.phase == Phase::SlowStart && slow_start::delay_rise(rtt) {

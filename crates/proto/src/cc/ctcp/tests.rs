@@ -188,7 +188,11 @@ fn e_htcp_alpha_values() {
 #[test]
 fn e_growth_after_a_backoff_stays_under_cubics_curve() {
     let srtt = ms(500);
-    let bound = growth::CubicBound { w_max: 200.0, srtt };
+    let bound = growth::CubicBound {
+        w_max: 200.0,
+        srtt,
+        from: None,
+    };
     let k: f64 = (200.0 * (1.0 - crate::cc::cubic::BETA) / crate::cc::cubic::C).cbrt();
     assert!((bound.window(Duration::ZERO) - 0.7 * 200.0).abs() < 1e-9);
     assert!((bound.window(Duration::from_secs_f64(k)) - 200.0).abs() < 1e-9);
@@ -942,4 +946,65 @@ fn f_a_standing_queue_keeps_the_delay_exit() {
     s.round(ms(100), 0.0);
     s.round(ms(100), 0.0);
     assert!(!s.c.in_slow_start());
+}
+
+#[test]
+fn on_a_noisy_path_the_cubic_curve_starts_at_the_window_the_cut_left() {
+    let srtt = ms(500);
+    let fixed = growth::CubicBound {
+        w_max: 400.0,
+        srtt,
+        from: None,
+    };
+    let from = growth::CubicBound {
+        from: Some(340.0),
+        ..fixed
+    };
+    // RFC 9438: K = ∛((W_max − cwnd_epoch)/C), so W(0) is the window the cut left.
+    assert!((from.k() - (60.0f64 / crate::cc::cubic::C).cbrt()).abs() < 1e-9);
+    assert!((from.window(Duration::ZERO) - 340.0).abs() < 1e-6);
+    assert!((fixed.window(Duration::ZERO) - 400.0 * crate::cc::cubic::BETA).abs() < 1e-6);
+    assert!(from.window(ms(3000)) > fixed.window(ms(3000)));
+    // A cut deeper than Cubic's β keeps the fixed-β K: the curve never starts later.
+    let deep = growth::CubicBound {
+        from: Some(200.0),
+        ..fixed
+    };
+    assert!((deep.k() - fixed.k()).abs() < 1e-9);
+}
+
+#[test]
+fn a_drain_on_a_noisy_path_leaves_the_cubic_curve_as_it_was() {
+    // FIFO-like jitter on a 100 ms path whose window holds what it delivers: samples
+    // alternate 250/260 ms while the window is acknowledged over 255 ms, so the path reads
+    // noisy and the drain is confirmed. A gated loss sets the curve (a β clamped at its
+    // floor, which does not stand in for the drain); the drain that comes due later must
+    // not restart it.
+    let mut s = Sim::into_growth(ms(100));
+    let jittered = |b: u32| {
+        if b.is_multiple_of(2) {
+            ms(250)
+        } else {
+            ms(260)
+        }
+    };
+    for _ in 0..20 {
+        s.round_sampled(ms(255), 0.0, jittered);
+    }
+    assert!(s.c.noisy(&s.rtt), "the path reads noisy");
+    s.c.on_congestion_event(s.now, s.now - ms(255), 1, &s.rtt);
+    assert_eq!(s.c.backoffs(), 1);
+    let curve = (s.c.w_max, s.c.epoch, s.c.bound_from);
+    assert!(
+        curve.2.is_some(),
+        "a noisy cut starts the curve at the window it left"
+    );
+    for _ in 0..100 {
+        s.round_sampled(ms(255), 0.0, jittered);
+        if s.c.drains() > 0 {
+            break;
+        }
+    }
+    assert_eq!(s.c.drains(), 1, "the drain came due");
+    assert_eq!((s.c.w_max, s.c.epoch, s.c.bound_from), curve);
 }
