@@ -284,9 +284,10 @@ impl Ctcp {
     }
 
     /// A deliberate cut to drain a standing queue ([`Self::drain_due`]). On a noisy path
-    /// it leaves the Cubic bound's curve as it was: a drain comes every min-RTT window
-    /// there, and restarting the curve each time held the window near an old `w_max` for
-    /// K seconds, below the pipe (evidence: docs/experiments/jitter.md, session 29).
+    /// it leaves the Cubic bound's curve as it was, and with the curve's epoch H-TCP's
+    /// clock: a drain comes every min-RTT window there, and restarting the curve each time
+    /// held the window near an old `w_max` for K seconds, below the pipe (evidence:
+    /// docs/experiments/jitter.md, session 29).
     fn drain(&mut self, now: Instant, rtt: &RttEstimator) {
         let bound = (self.w_max, self.epoch, self.bound_from);
         let noisy = self.noisy(rtt);
