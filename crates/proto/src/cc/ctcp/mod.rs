@@ -222,12 +222,12 @@ impl Ctcp {
             .map_or(Duration::ZERO, |e| now.saturating_duration_since(e))
     }
 
-    /// `cwnd ← β·cwnd`, start a recovery period and restart the H-TCP clock.
-    fn cut(&mut self, now: Instant, rtt: &RttEstimator) {
+    /// `cwnd ← β·cwnd`, start a recovery period and restart the H-TCP clock; `noisy` is
+    /// [`Self::noisy`] as the caller judged it before the cut.
+    fn cut(&mut self, now: Instant, rtt: &RttEstimator, noisy: bool) {
         // The time one packet takes at the current rate (srtt per window).
         let packet_time = rtt.srtt().div_f64(self.cwnd.max(1.0));
         self.elastic.judge(rtt.min_rtt());
-        let noisy = self.noisy(rtt);
         let beta = self
             .elastic
             .beta(backoff::beta_now(rtt, packet_time), self.cwnd);
@@ -291,7 +291,7 @@ impl Ctcp {
     fn drain(&mut self, now: Instant, rtt: &RttEstimator) {
         let bound = (self.w_max, self.epoch, self.bound_from);
         let noisy = self.noisy(rtt);
-        self.cut(now, rtt);
+        self.cut(now, rtt, noisy);
         if noisy && bound.0.is_some() {
             (self.w_max, self.epoch, self.bound_from) = bound;
         }
@@ -457,7 +457,7 @@ impl Controller for Ctcp {
             sent_time.min(now.checked_sub(srtt.mul_f64(1.5)).unwrap_or(sent_time)),
             now + srtt / 2,
         ));
-        self.cut(now, rtt);
+        self.cut(now, rtt, noisy);
         self.backoffs += 1;
         if backoff::BETA_MIN < self.last_beta && self.last_beta < backoff::BETA_MAX {
             // An unclamped β = RTT_min/round_min drains the standing queue (one clamped

@@ -891,16 +891,19 @@ fn a_shrinking_share_aims_lower_after_the_next_cut() {
     // 0.85 of the window, so growth leaves room for a newcomer; a cut above it does not.
     let mut s = Sim::into_growth(ms(100));
     s.c.cwnd = 200.0;
-    s.c.cut(s.now, &s.rtt);
+    let noisy = s.c.noisy(&s.rtt);
+    s.c.cut(s.now, &s.rtt, noisy);
     assert_eq!(s.c.w_max, Some(200.0));
     s.c.cwnd = 150.0;
-    s.c.cut(s.now, &s.rtt);
+    let noisy = s.c.noisy(&s.rtt);
+    s.c.cut(s.now, &s.rtt, noisy);
     assert_eq!(
         s.c.w_max,
         Some(150.0 * (1.0 + crate::cc::cubic::BETA) / 2.0)
     );
     s.c.cwnd = 300.0;
-    s.c.cut(s.now, &s.rtt);
+    let noisy = s.c.noisy(&s.rtt);
+    s.c.cut(s.now, &s.rtt, noisy);
     assert_eq!(s.c.w_max, Some(300.0));
 }
 
