@@ -1,24 +1,20 @@
-//! One bulk download per seed over a 10 Mbit/s link with RTT jitter (uniform, FIFO unless
+//! One bulk transfer per seed over a 10 Mbit/s link with RTT jitter (uniform, FIFO unless
 //! `JREORDER=1`) and Bernoulli loss, in the sweep's configuration with a 16-packet
-//! handshake train: the whole-transfer efficiency (against the rate × (1 − loss)), and what
-//! the first 2 s carried, lost and backed off. The seed spread of a cell is what one real
-//! run of it samples from (docs/experiments/jitter.md, sessions 29 and 30).
+//! handshake train ([`run_transfer`]): the whole-transfer efficiency (against the rate ×
+//! (1 − loss)), the efficiency from 10 s after the stream opened, the wire per goodput
+//! byte, and the sender's losses and backoffs. The seed spread of a cell is what one real
+//! run of it samples from (docs/experiments/jitter.md, sessions 29 and 30): compare means
+//! over seeds, never one seed.
 //! `cargo run --release -p ctcp-sim --example jitter_download -- RTT_MS LOSS MB JITTER_MS [SEEDS] [FIRST_SEED]`
 //! (`JITTER_MS` either side of the mean RTT, as the sweep's ±25 %: 125 at 500 ms).
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 use ctcp_proto::TransportConfig;
-use ctcp_sim::ctcp::CtcpPeer;
-use ctcp_sim::{JitterDist, LinkSpec, LossModel, Seed, Sim};
+use ctcp_sim::ctcp::{run_transfer, sweep_config};
+use ctcp_sim::{JitterDist, LinkSpec, LossModel, Seed};
 use std::time::Duration;
 
 /// Link rate in bits per second.
 const RATE: u64 = 10_000_000;
-/// Resolution of the finishing time. Each step polls both endpoints once more (as a real
-/// driver does whenever the application acts), which moves single seeds by up to 0.05
-/// and the eight-seed mean by up to 0.005: compare means, at one step.
-const STEP: Duration = Duration::from_millis(100);
-/// The start-up span reported on its own.
-const FIRST: Duration = Duration::from_secs(2);
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
@@ -29,58 +25,43 @@ fn main() {
     let jitter: u64 = arg(4).parse().unwrap();
     let seeds: u64 = a.get(5).map_or(8, |s| s.parse().unwrap());
     let first: u64 = a.get(6).map_or(1, |s| s.parse().unwrap());
+    let link = LinkSpec::new(RATE, Duration::from_millis(rtt)).loss(if loss <= 0.0 {
+        LossModel::None
+    } else {
+        LossModel::Bernoulli(loss)
+    });
+    let link = if jitter > 0 {
+        link.rtt_jitter(
+            Duration::from_millis(2 * jitter),
+            JitterDist::Uniform,
+            std::env::var_os("JREORDER").is_some(),
+        )
+    } else {
+        link
+    };
+    let cfg = TransportConfig {
+        handshake_train: 16,
+        ..sweep_config()
+    };
     let bytes = (mb * 1e6) as u64;
+    // Ample for any cell this tool is meant for: 1 % of the link's rate.
+    let deadline = Duration::from_secs_f64(bytes as f64 * 8.0 / (RATE as f64 * 0.01));
+    let usable = RATE as f64 * (1.0 - loss);
     let mut effs = Vec::new();
     for seed in first..first + seeds {
-        let link = LinkSpec::new(RATE, Duration::from_millis(rtt)).loss(if loss <= 0.0 {
-            LossModel::None
-        } else {
-            LossModel::Bernoulli(loss)
-        });
-        let link = if jitter > 0 {
-            link.rtt_jitter(
-                Duration::from_millis(2 * jitter),
-                JitterDist::Uniform,
-                std::env::var_os("JREORDER").is_some(),
-            )
-        } else {
-            link
-        };
-        let mut sim = Sim::with_seed(Seed(seed));
-        let start = sim.now();
-        let (f, r) = sim.add_asymmetric_link(&link, &link);
-        let cfg = TransportConfig {
-            handshake_train: 16,
-            ..ctcp_sim::ctcp::sweep_config()
-        };
-        let tx = CtcpPeer::sender(cfg.clone(), &[7; 32], seed, start, bytes);
-        let rx = CtcpPeer::receiver(cfg, &[7; 32], seed ^ 0xdead_beef);
-        let flow = sim.add_flow(tx, rx, f, r);
-        let (mut early, mut end) = (None, None);
-        for i in 1u32.. {
-            let now = STEP * i;
-            sim.run_until(start + now).unwrap();
-            let rx = sim.server::<CtcpPeer>(flow).unwrap();
-            let (got, finished) = (rx.delivery.bytes_ok, rx.delivery.finished);
-            if now == FIRST {
-                let stats = sim.client::<CtcpPeer>(flow).unwrap().stats();
-                let (lost, backoffs) = stats.map_or((0, 0), |s| (s.lost, s.backoffs));
-                early = Some((got, lost, backoffs));
-            }
-            if finished {
-                assert_eq!(got, bytes, "seed {seed}: delivered bytes");
-                end = Some(now.as_secs_f64());
-                break;
-            }
-        }
-        let end = end.unwrap();
-        let eff = bytes as f64 * 8.0 / end / RATE as f64 / (1.0 - loss);
+        let r = run_transfer(&link, cfg.clone(), bytes, Seed(seed), deadline).unwrap();
+        assert!(
+            r.bytes_ok,
+            "seed {seed}: the transfer did not arrive intact"
+        );
+        let eff = r.goodput_bps / usable;
         effs.push(eff);
-        let (got, lost, backoffs) = early.unwrap_or((bytes, 0, 0));
+        let (lost, backoffs) = r.sender_stats.map_or((0, 0), |s| (s.lost, s.backoffs));
         println!(
-            "seed {seed}: {end:.2} s, efficiency {eff:.3} | first {} s: {:.2} Mbit/s, {lost} lost, {backoffs} backoffs",
-            FIRST.as_secs(),
-            got as f64 * 8.0 / FIRST.as_secs_f64() / 1e6,
+            "seed {seed}: {:.2} s, efficiency {eff:.3}, from 10 s {:.3}, wire {:.3} | {lost} lost, {backoffs} backoffs",
+            r.duration.as_secs_f64(),
+            r.goodput_after_10s_bps / usable,
+            r.wire_per_goodput,
         );
     }
     let mean = effs.iter().sum::<f64>() / effs.len().max(1) as f64;
