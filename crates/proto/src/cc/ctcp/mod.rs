@@ -25,6 +25,7 @@ mod delivery;
 mod elastic;
 mod growth;
 mod probe;
+mod refill;
 mod slow_start;
 #[cfg(test)]
 mod tests;
@@ -97,6 +98,9 @@ pub(crate) struct Ctcp {
     flight_peak: u64,
     /// How the queue answered the last cut: whether a sender that ignores loss holds it.
     elastic: elastic::Elasticity,
+    /// When the last backoff answered a queue clear of twice the delay noise
+    /// ([`backoff::clear_queue`]): no refill ([`refill`]) for a while after it.
+    last_clear_cut: Option<Instant>,
 }
 
 /// Fraction of the BDP a handshake path estimate makes the window jump to. Higher than the
@@ -142,6 +146,7 @@ impl Ctcp {
             delivery: delivery::DeliveryRate::default(),
             flight_peak: 0,
             elastic: elastic::Elasticity::default(),
+            last_clear_cut: None,
         }
     }
 
@@ -299,6 +304,22 @@ impl Ctcp {
         self.drains += 1;
     }
 
+    /// The window growth must not leave this one under ([`refill`]): on a noisy path, with
+    /// a delivery rate measured, while the delay is not clear of twice the noise (a queue
+    /// jitter does not make) and no cut on such a queue came within [`refill::QUIET`].
+    fn refill_target(&self, now: Instant, rtt: &RttEstimator) -> Option<f64> {
+        let recent_clear = self
+            .last_clear_cut
+            .is_some_and(|c| now.saturating_duration_since(c) < refill::QUIET);
+        if recent_clear || !self.noisy(rtt) || backoff::clear_queue(rtt) {
+            return None;
+        }
+        let noise = backoff::noise(rtt);
+        self.delivery
+            .max_rate()
+            .map(|r| refill::target(r, rtt.min_rtt(), noise))
+    }
+
     /// [`backoff::noisy`] at this window's packet time (`srtt / cwnd`).
     fn noisy(&self, rtt: &RttEstimator) -> bool {
         backoff::noisy(rtt, rtt.srtt().div_f64(self.cwnd.max(1.0)))
@@ -411,13 +432,17 @@ impl Controller for Ctcp {
                 acked,
                 self.ss_bdp.filter(|_| !slow_start::noisy(rtt)),
             ),
-            Phase::Growth => growth::grow(
-                self.cwnd,
-                acked,
-                self.delta(now),
-                self.alpha_scale,
-                self.bound(),
-            ),
+            Phase::Growth => {
+                let grown = growth::grow(
+                    self.cwnd,
+                    acked,
+                    self.delta(now),
+                    self.alpha_scale,
+                    self.bound(),
+                );
+                self.refill_target(now, rtt)
+                    .map_or(grown, |t| refill::refill(self.cwnd, grown, acked, t))
+            }
         };
         self.clamp();
     }
@@ -457,6 +482,9 @@ impl Controller for Ctcp {
             sent_time.min(now.checked_sub(srtt.mul_f64(1.5)).unwrap_or(sent_time)),
             now + srtt / 2,
         ));
+        if backoff::clear_queue(rtt) {
+            self.last_clear_cut = Some(now);
+        }
         self.cut(now, rtt, noisy);
         self.backoffs += 1;
         if backoff::BETA_MIN < self.last_beta && self.last_beta < backoff::BETA_MAX {

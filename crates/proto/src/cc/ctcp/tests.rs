@@ -1011,3 +1011,66 @@ fn a_drain_on_a_noisy_path_leaves_the_cubic_curve_as_it_was() {
     assert_eq!(s.c.drains(), 1, "the drain came due");
     assert_eq!((s.c.w_max, s.c.epoch, s.c.bound_from), curve);
 }
+
+/// FIFO-like jitter that holds every sample `lo`–`hi` ms above a 100 ms path minimum.
+fn alternating(lo: u64, hi: u64) -> impl Fn(u32) -> Duration {
+    move |b: u32| if b.is_multiple_of(2) { ms(lo) } else { ms(hi) }
+}
+
+#[test]
+fn on_a_noisy_path_a_cut_on_ambiguous_delay_is_refilled_within_a_few_rounds() {
+    // Samples 150/170 ms over a 100 ms minimum: a rise the gate reads as a queue, not clear
+    // of twice the noise, and a window that delivers what it holds (Little's law), so the
+    // delivery rate confirms it and a loss cuts.
+    let mut s = Sim::into_growth(ms(100));
+    let jitter = alternating(150, 170);
+    for _ in 0..20 {
+        s.round_sampled(ms(160), 0.0, &jitter);
+    }
+    assert!(s.c.noisy(&s.rtt), "the path reads noisy");
+    assert!(backoff::queueing(&s.rtt) && !backoff::clear_queue(&s.rtt));
+    let before = s.c.window();
+    s.c.on_congestion_event(s.now, s.now - ms(160), 1, &s.rtt);
+    assert_eq!(s.c.backoffs(), 1);
+    assert!(
+        s.c.window() * 10 < before * 9,
+        "{} of {before}",
+        s.c.window()
+    );
+    for _ in 0..3 {
+        s.round_sampled(ms(160), 0.0, &jitter);
+    }
+    assert!(
+        s.c.window() >= before,
+        "refilled to the rate it delivered: {} of {before}",
+        s.c.window()
+    );
+}
+
+#[test]
+fn after_a_cut_on_a_clear_queue_there_is_no_refill() {
+    // As above, but the cut meets a queue far clear of the noise (260 ms over 100): a
+    // competitor's. The window must stay where the cut left it (plus growth) even once the
+    // delay falls back to the ambiguous band.
+    let mut s = Sim::into_growth(ms(100));
+    let jitter = alternating(150, 170);
+    for _ in 0..20 {
+        s.round_sampled(ms(160), 0.0, &jitter);
+    }
+    for _ in 0..2 {
+        s.round_sampled(ms(260), 0.0, alternating(250, 270));
+    }
+    assert!(backoff::clear_queue(&s.rtt));
+    let before = s.c.window();
+    s.c.on_congestion_event(s.now, s.now - ms(260), 1, &s.rtt);
+    assert_eq!(s.c.backoffs(), 1);
+    for _ in 0..4 {
+        s.round_sampled(ms(160), 0.0, &jitter);
+    }
+    assert!(!backoff::clear_queue(&s.rtt), "back in the ambiguous band");
+    assert!(
+        s.c.window() * 20 < before * 19,
+        "no refill: {} of {before}",
+        s.c.window()
+    );
+}
