@@ -320,6 +320,29 @@ impl Ctcp {
             .map(|r| refill::target(r, rtt.min_rtt(), noise))
     }
 
+    /// The window after `acked` packets were acknowledged with the window full: slow
+    /// start's or H-TCP's growth, and on a noisy path at least the refill ([`refill`]).
+    fn grown(&self, now: Instant, acked: u64, rtt: &RttEstimator) -> f64 {
+        match self.phase {
+            Phase::SlowStart => slow_start::grow(
+                self.cwnd,
+                acked,
+                self.ss_bdp.filter(|_| !slow_start::noisy(rtt)),
+            ),
+            Phase::Growth => {
+                let grown = growth::grow(
+                    self.cwnd,
+                    acked,
+                    self.delta(now),
+                    self.alpha_scale,
+                    self.bound(),
+                );
+                self.refill_target(now, rtt)
+                    .map_or(grown, |t| refill::refill(self.cwnd, grown, acked, t))
+            }
+        }
+    }
+
     /// [`backoff::noisy`] at this window's packet time (`srtt / cwnd`).
     fn noisy(&self, rtt: &RttEstimator) -> bool {
         backoff::noisy(rtt, rtt.srtt().div_f64(self.cwnd.max(1.0)))
@@ -426,24 +449,7 @@ impl Controller for Ctcp {
                 None => {}
             }
         }
-        self.cwnd = match self.phase {
-            Phase::SlowStart => slow_start::grow(
-                self.cwnd,
-                acked,
-                self.ss_bdp.filter(|_| !slow_start::noisy(rtt)),
-            ),
-            Phase::Growth => {
-                let grown = growth::grow(
-                    self.cwnd,
-                    acked,
-                    self.delta(now),
-                    self.alpha_scale,
-                    self.bound(),
-                );
-                self.refill_target(now, rtt)
-                    .map_or(grown, |t| refill::refill(self.cwnd, grown, acked, t))
-            }
-        };
+        self.cwnd = self.grown(now, acked, rtt);
         self.clamp();
     }
 
