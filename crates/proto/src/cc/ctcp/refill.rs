@@ -7,9 +7,8 @@
 //! `cwnd / srtt` (Little's law), so the delivery-rate confirmation
 //! (`backoff::window_holds_queue`) passes on the window's own rate. Random losses that
 //! met such a reading cut windows already under the pipe, and the Cubic bound then let
-//! them regrow by a few packets per round for seconds: a 500 ms path with ±125 ms of
-//! jitter ran at half its rate for its first ten seconds and at 0.95 after (evidence:
-//! docs/experiments/jitter.md, session 31).
+//! them regrow by a few packets per round for seconds, with the link partly idle
+//! (evidence: docs/experiments/jitter.md, session 31).
 //!
 //! The target is a BBR-style window: the rate the flow has delivered times a round trip,
 //! with a gain. The round trip is `RTT_min` plus the noise allowance the gate uses, at

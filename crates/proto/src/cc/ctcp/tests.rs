@@ -1017,16 +1017,21 @@ fn alternating(lo: u64, hi: u64) -> impl Fn(u32) -> Duration {
     move |b: u32| if b.is_multiple_of(2) { ms(lo) } else { ms(hi) }
 }
 
+/// Growth on a 100 ms path whose samples then alternate 150/170 ms over 160 ms rounds: a
+/// rise the gate reads as a queue, not clear of twice the noise, and a window that
+/// delivers what it holds (Little's law), so the delivery rate confirms it and a loss cuts.
+fn into_noisy_growth() -> Sim {
+    let mut s = Sim::into_growth(ms(100));
+    for _ in 0..20 {
+        s.round_sampled(ms(160), 0.0, alternating(150, 170));
+    }
+    s
+}
+
 #[test]
 fn on_a_noisy_path_a_cut_on_ambiguous_delay_is_refilled_within_a_few_rounds() {
-    // Samples 150/170 ms over a 100 ms minimum: a rise the gate reads as a queue, not clear
-    // of twice the noise, and a window that delivers what it holds (Little's law), so the
-    // delivery rate confirms it and a loss cuts.
-    let mut s = Sim::into_growth(ms(100));
+    let mut s = into_noisy_growth();
     let jitter = alternating(150, 170);
-    for _ in 0..20 {
-        s.round_sampled(ms(160), 0.0, &jitter);
-    }
     assert!(s.c.noisy(&s.rtt), "the path reads noisy");
     assert!(backoff::queueing(&s.rtt) && !backoff::clear_queue(&s.rtt));
     let before = s.c.window();
@@ -1052,11 +1057,8 @@ fn after_a_cut_on_a_clear_queue_there_is_no_refill() {
     // As above, but the cut meets a queue far clear of the noise (260 ms over 100): a
     // competitor's. The window must stay where the cut left it (plus growth) even once the
     // delay falls back to the ambiguous band.
-    let mut s = Sim::into_growth(ms(100));
+    let mut s = into_noisy_growth();
     let jitter = alternating(150, 170);
-    for _ in 0..20 {
-        s.round_sampled(ms(160), 0.0, &jitter);
-    }
     for _ in 0..2 {
         s.round_sampled(ms(260), 0.0, alternating(250, 270));
     }
