@@ -23,7 +23,8 @@
 //! `DIRECT=1` then runs the bulk transfer and the concurrent streams again straight to the
 //! sink (loopback TCP, no proxies): kernel TCP's own ratio of 1,000 streams to one here.
 //! `SERIES=1` prints, for each gated phase, the MB the sink received in each 100 ms from the
-//! gate's opening (to stderr): where a phase lost its time, ramp or tail.
+//! gate's opening and the CPU each process used meanwhile (to stderr): where a phase lost
+//! its time, ramp or tail, and whether the cores were idle then.
 
 use anyhow::{bail, Context};
 use ctcp_benches::{counting_sink, fill_block, socks_connect, SinkProgress};
@@ -296,17 +297,31 @@ async fn streams_phase(
     Ok((p, kib, per * streams as u64))
 }
 
-/// Prints the MB `progress` counted in each 100 ms (`SERIES=1`) until aborted.
+/// The processes whose CPU `series` samples: the first forward, the reverse, and this one.
+static SERIES_PIDS: std::sync::OnceLock<[u32; 3]> = std::sync::OnceLock::new();
+
+/// Prints the MB `progress` counted in each 100 ms (`SERIES=1`), and the CPU each of
+/// [`SERIES_PIDS`] used meanwhile (in % of one core, at /proc's 10 ms resolution), until
+/// aborted: where a phase lost its time, and whether the cores sat idle then.
 async fn series(progress: std::sync::Arc<SinkProgress>) {
-    let mut last = progress.bytes.load(Ordering::Relaxed);
+    let pids = SERIES_PIDS.get().copied().unwrap_or_default();
+    let cpu = || pids.map(|p| usage(p).map_or(0.0, |u| u.0));
+    let (mut last, mut last_cpu) = (progress.bytes.load(Ordering::Relaxed), cpu());
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     tick.tick().await;
-    eprint!("MB per 100 ms:");
+    eprint!("MB per 100 ms, then CPU % forward/reverse/load generator:");
     loop {
         tick.tick().await;
-        let now = progress.bytes.load(Ordering::Relaxed);
-        eprint!(" {:.1}", now.saturating_sub(last) as f64 / 1e6);
-        last = now;
+        let (now, now_cpu) = (progress.bytes.load(Ordering::Relaxed), cpu());
+        let pct = |i: usize| ((now_cpu[i] - last_cpu[i]) * 1000.0).round();
+        eprint!(
+            " {:.1} ({}/{}/{})",
+            now.saturating_sub(last) as f64 / 1e6,
+            pct(0),
+            pct(1),
+            pct(2)
+        );
+        (last, last_cpu) = (now, now_cpu);
     }
 }
 
@@ -496,23 +511,28 @@ async fn main() -> anyhow::Result<()> {
         tcps.push(tcp);
     }
     let (tcp, fwd) = (tcps[0], &fwds[0]);
+    let _ = SERIES_PIDS.set([fwd.0.id(), rev.0.id(), std::process::id()]);
     let (sink, mut results, progress) = counting_sink().await?;
     for &t in &tcps {
         ready(t, sink, &mut results).await?;
     }
 
     let total = mb * 1_048_576;
+    let me = std::process::id();
     let (f0, _) = usage(fwd.0.id())?;
     let (r0, _) = usage(rev.0.id())?;
+    let (l0, _) = usage(me)?;
     let secs = bulk_transfer(tcp, sink, mb, &mut results).await?;
     let (f1, _) = usage(fwd.0.id())?;
     let (r1, _) = usage(rev.0.id())?;
+    let (l1, _) = usage(me)?;
     println!(
-        "bulk: {mb} MiB in {secs:.2} s = {:.1} MB/s; CPU per 100 MiB: forward {:.2} s, reverse {:.2} s, both {:.2} s; SHA-256 ok",
+        "bulk: {mb} MiB in {secs:.2} s = {:.1} MB/s; CPU per 100 MiB: forward {:.2} s, reverse {:.2} s, both {:.2} s, this load generator {:.2} s; SHA-256 ok",
         total as f64 / secs / 1e6,
         (f1 - f0) * 100.0 / mb as f64,
         (r1 - r0) * 100.0 / mb as f64,
-        (f1 - f0 + r1 - r0) * 100.0 / mb as f64
+        (f1 - f0 + r1 - r0) * 100.0 / mb as f64,
+        (l1 - l0) * 100.0 / mb as f64
     );
 
     // Many concurrent streams, all opened first, then written at once.
@@ -520,14 +540,17 @@ async fn main() -> anyhow::Result<()> {
     if streams > 0 {
         let (f0, _) = usage(fwd.0.id())?;
         let (r0, _) = usage(rev.0.id())?;
+        let (l0, _) = usage(me)?;
         let (p, kib, all) = streams_phase(tcp, sink, streams, &mut results, &progress).await?;
         let (f1, frss) = usage(fwd.0.id())?;
         let (r1, rrss) = usage(rev.0.id())?;
+        let (l1, _) = usage(me)?;
         // CPU per 100 MiB over the open and data phases together.
-        let cpu = (f1 - f0 + r1 - r0) * 100.0 * 1_048_576.0 / all as f64;
+        let per_100 = |s: f64| s * 100.0 * 1_048_576.0 / all as f64;
+        let (fcpu, rcpu, load) = (per_100(f1 - f0), per_100(r1 - r0), per_100(l1 - l0));
         let (moving, aggregate) = p.rates(all);
         println!(
-            "{streams} concurrent streams x {kib} KiB: opened in {:.2} s; all moving {:.2} s, {:.0} % of the bytes, {moving:.1} MB/s aggregate ({:.2} x the bulk stream); whole {:.2} s = {aggregate:.1} MB/s ({:.2} x); streams done at first {:.2} s, half {:.2} s, last {:.2} s; CPU per 100 MiB, both proxies, {cpu:.2} s; all SHA-256 ok; peak RSS forward {} MB, reverse {} MB",
+            "{streams} concurrent streams x {kib} KiB: opened in {:.2} s; all moving {:.2} s, {:.0} % of the bytes, {moving:.1} MB/s aggregate ({:.2} x the bulk stream); whole {:.2} s = {aggregate:.1} MB/s ({:.2} x); streams done at first {:.2} s, half {:.2} s, last {:.2} s; CPU per 100 MiB: forward {fcpu:.2} s, reverse {rcpu:.2} s, both {:.2} s, this load generator {load:.2} s; all SHA-256 ok; peak RSS forward {} MB, reverse {} MB",
             p.open_secs,
             p.first_secs,
             p.first_bytes as f64 * 100.0 / all as f64,
@@ -537,6 +560,7 @@ async fn main() -> anyhow::Result<()> {
             p.first_secs,
             p.half_secs,
             p.data_secs,
+            fcpu + rcpu,
             frss / 1024,
             rrss / 1024
         );
@@ -547,7 +571,6 @@ async fn main() -> anyhow::Result<()> {
         let cpu =
             |pids: &[u32]| -> anyhow::Result<f64> { pids.iter().map(|&p| Ok(usage(p)?.0)).sum() };
         let fpids: Vec<u32> = fwds.iter().map(|f| f.0.id()).collect();
-        let me = std::process::id();
         let (f0, r0, g0) = (cpu(&fpids)?, usage(rev.0.id())?.0, usage(me)?.0);
         let p = run_gated(&tcps, sink, &block, mb, digest, &mut results, &progress).await?;
         let (f1, r1, g1) = (cpu(&fpids)?, usage(rev.0.id())?.0, usage(me)?.0);

@@ -4,9 +4,10 @@
 
 use super::{OwnedFrame, Streams};
 use crate::config::TransportConfig;
-use crate::connection::StreamApiError;
+use crate::connection::{Event, StreamApiError};
 use crate::frame::StreamId;
 use crate::stream::ReadOutcome;
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 impl Streams {
@@ -60,8 +61,53 @@ impl Streams {
                     "session send buffer full: stream writes wait for the peer"
                 );
             }
+            if !self.budget_blocked {
+                self.budget_drained = 0;
+            }
             self.budget_blocked = true;
         }
+    }
+
+    /// Wakes writers the session budget refused, in the order it refused them, as its room
+    /// comes back: each time another quarter of the budget has drained, a batch whose own
+    /// rooms cover the free room; every waiter once the budget runs low (a quarter left),
+    /// so none waits on writers that were woken and wrote nothing. Waking them all at each
+    /// refill woke every stream of a thousand for room a tenth of them fill; the rest only
+    /// took the session's lock to block again.
+    pub(super) fn wake_budget_waiters(
+        &mut self,
+        config: &TransportConfig,
+        events: &mut VecDeque<Event>,
+    ) {
+        let budget = config.session_send_buffer;
+        let low = self.send_buffered <= budget / 4;
+        let refilled =
+            self.send_buffered <= budget - budget / 4 && self.budget_drained >= budget / 4;
+        if !self.budget_blocked || !(low || refilled) {
+            return;
+        }
+        self.budget_drained = 0;
+        let stream_cap = self.stream_cap(config);
+        let free = budget - self.send_buffered;
+        let mut promised = 0;
+        while low || promised < free {
+            let Some(id) = self.budget_waiters.pop_front() else {
+                break;
+            };
+            // A forgotten stream's id: it waits for nothing.
+            let Some(s) = self.map.get_mut(&id) else {
+                continue;
+            };
+            s.budget_waiting = false;
+            if s.send.is_writable(stream_cap) {
+                promised += s.send.room(stream_cap).max(1);
+                events.push_back(Event::StreamWritable(id));
+            } else {
+                // Its own limit shrank meanwhile (more streams share the budget).
+                s.write_blocked = true;
+            }
+        }
+        self.budget_blocked = !self.budget_waiters.is_empty();
     }
 
     /// Lets `fill` write up to `max` bytes of a stream straight into its send buffer (the

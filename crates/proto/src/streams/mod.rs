@@ -160,9 +160,11 @@ pub(crate) struct Streams {
     /// Bytes queued on all streams and not yet framed, exactly; checked against
     /// `config.session_send_buffer`.
     send_buffered: usize,
-    /// A write was cut short by the session budget: wake `budget_waiters` when a quarter
-    /// of it is free again.
+    /// A write was cut short by the session budget and `budget_waiters` holds writers to
+    /// wake as it drains.
     budget_blocked: bool,
+    /// Bytes framed since the budget blocked or since its last batch of writers was woken.
+    budget_drained: usize,
     /// The peer-stream limit has been reported at warn level for this session.
     limit_logged: bool,
     /// Where frame headers are emitted before they go into a symbol (kept for its
@@ -202,6 +204,7 @@ impl Streams {
             start_window: 0,
             send_buffered: 0,
             budget_blocked: false,
+            budget_drained: 0,
             limit_logged: false,
             header_scratch: Vec::new(),
         }
@@ -338,26 +341,12 @@ impl Streams {
             self.control.pop_front();
         }
         let stream_cap = self.stream_cap(config);
+        let buffered = self.send_buffered;
         self.take_stream_data(&mut out, cap, stream_cap, events);
         let (len, scratch) = out.finish();
         self.header_scratch = scratch;
-        let budget = config.session_send_buffer;
-        if self.budget_blocked && self.send_buffered <= budget - budget / 4 {
-            // Once per refill, not per symbol: a writer woken into a full budget would
-            // only block again.
-            self.budget_blocked = false;
-            while let Some(id) = self.budget_waiters.pop_front() {
-                if let Some(s) = self.map.get_mut(&id) {
-                    s.budget_waiting = false;
-                    if s.send.is_writable(stream_cap) {
-                        events.push_back(Event::StreamWritable(id));
-                    } else {
-                        // Its own limit shrank meanwhile (more streams share the budget).
-                        s.write_blocked = true;
-                    }
-                }
-            }
-        }
+        self.budget_drained += buffered - self.send_buffered;
+        self.wake_budget_waiters(config, events);
         len
     }
 

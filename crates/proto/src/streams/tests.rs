@@ -293,7 +293,7 @@ fn many_streams_share_the_budget_and_blocked_writers_wake_when_half_drained() {
 }
 
 #[test]
-fn budget_waiters_wake_once_per_refill_in_order() {
+fn budget_waiters_wake_in_order_a_batch_per_refill_and_all_once_the_budget_runs_low() {
     // More streams than the budget holds at their floor: writers are cut short by the
     // session.
     let config = TransportConfig {
@@ -317,22 +317,84 @@ fn budget_waiters_wake_once_per_refill_in_order() {
     );
     assert!(st.budget_blocked);
     check(&st);
+    // The woken writers write nothing here, so the budget only drains.
     let (mut events, mut got) = (VecDeque::new(), Vec::new());
     let mut wakes = Vec::new();
-    for n in 0..60 {
-        symbol(&mut st, &config, CAP, &mut events, &mut got);
+    for n in 0.. {
+        if !symbol(&mut st, &config, CAP, &mut events, &mut got) {
+            break;
+        }
         for e in events.drain(..) {
             if let Event::StreamWritable(id) = e {
-                wakes.push((n, id));
+                wakes.push((n, st.send_buffered, id));
             }
         }
+        check(&st);
     }
-    // A quarter of 256 KiB drains in 48 symbols; every waiter is woken then, in order.
-    assert!(!wakes.is_empty());
-    assert!(wakes.iter().all(|(n, _)| *n == wakes[0].0), "{wakes:?}");
-    let order: Vec<StreamId> = wakes.iter().map(|(_, id)| *id).collect();
-    assert_eq!(order, blocked);
-    check(&st);
+    let order: Vec<StreamId> = wakes.iter().map(|w| w.2).collect();
+    assert_eq!(order, blocked, "every waiter woken once, in order");
+    assert!(!st.budget_blocked && st.budget_waiters.is_empty());
+    // A quarter of 256 KiB drains in 48 symbols: then as many writers as fill the free
+    // room (16 KiB each), again a quarter later, and the rest when a quarter is left.
+    let batches: Vec<_> = wakes.chunk_by(|a, b| a.0 == b.0).collect();
+    assert!(batches.len() >= 3, "{wakes:?}");
+    for pair in batches.windows(2) {
+        let (n, buffered, _) = pair[0][0];
+        let free = (256 << 10) - buffered;
+        assert_eq!(pair[0].len(), free.div_ceil(16 << 10), "{wakes:?}");
+        let drained = buffered - pair[1][0].1;
+        assert!(drained >= 64 << 10 || pair[1][0].1 <= 64 << 10, "{wakes:?}");
+        assert!(pair[1][0].0 > n);
+    }
+    assert!((46..=48).contains(&wakes[0].0), "{wakes:?}");
+    let last = batches.last().unwrap()[0].1;
+    assert!(last <= 64 << 10 && last + CAP > 64 << 10, "{wakes:?}");
+}
+
+#[test]
+fn a_refill_wakes_about_as_many_writers_as_it_has_room_for() {
+    // Three hundred writers with 32 KiB each, as busy sockets: each woken writer writes
+    // all it has left. Only 64 of them fit the budget at once; a refill that woke every
+    // waiter would have most of them find the budget full again.
+    let config = TransportConfig {
+        session_send_buffer: 2 << 20,
+        ..TransportConfig::default()
+    };
+    let (mut st, ids) = with_streams(&config, 300);
+    st.set_send_rate(1e12);
+    let mut left: BTreeMap<StreamId, usize> = ids.iter().map(|&id| (id, 32 << 10)).collect();
+    let block = vec![1u8; 32 << 10];
+    let mut write = |st: &mut Streams, id: StreamId| {
+        let n = st.write(id, &block[..left[&id]], &config).unwrap();
+        *left.get_mut(&id).unwrap() -= n;
+        n
+    };
+    for &id in &ids {
+        write(&mut st, id);
+    }
+    assert!(st.budget_blocked);
+    let (mut events, mut got) = (VecDeque::new(), Vec::new());
+    let (mut useful, mut wasted) = (0, 0);
+    while symbol(&mut st, &config, CAP, &mut events, &mut got) {
+        for e in events.drain(..) {
+            if let Event::StreamWritable(id) = e {
+                match write(&mut st, id) {
+                    0 => wasted += 1,
+                    _ => useful += 1,
+                }
+            }
+        }
+        check(&st);
+    }
+    // Every writer got all its bytes out: none was left waiting.
+    assert!(left.values().all(|&n| n == 0));
+    let sent: usize = got.iter().map(|g| g.2.len()).sum();
+    assert_eq!(sent, 300 * (32 << 10));
+    assert!(useful >= 300 - 64, "{useful} useful wakes");
+    assert!(
+        wasted * 10 <= useful,
+        "{wasted} wasted wakes against {useful}"
+    );
 }
 
 /// An operation on the streams, generated.
@@ -429,6 +491,8 @@ proptest! {
             prop_assert!(rounds < 10_000);
         }
         prop_assert_eq!(st.send_buffered, 0);
+        // No writer is left waiting for a budget that is empty.
+        prop_assert!(st.budget_waiters.is_empty() && !st.budget_blocked);
         for (id, offset, bytes) in &got {
             let next = delivered.entry(*id).or_default();
             prop_assert_eq!(*offset, *next, "stream {} out of order", id);
