@@ -195,8 +195,9 @@ impl TunnelStream {
             if !read && out.is_ok() {
                 w.write.insert((conn, id), cx.waker().clone());
             }
-            // Only bytes taken are something new to send.
-            let wake = matches!(out, Ok(Ok(n)) if n > 0);
+            // Only bytes taken are something new to send, and only if the window has room
+            // (else the acknowledgement that opens it wakes the send loop).
+            let wake = matches!(out, Ok(Ok(n)) if n > 0) && c.can_send_now();
             ((out, read), wake)
         });
         match res {
@@ -284,8 +285,8 @@ impl AsyncWrite for TunnelStream {
             if matches!(out, Ok(0)) && !data.is_empty() {
                 w.write.insert((conn, id), cx.waker().clone());
             }
-            // Only bytes taken are something new to send.
-            let wake = !matches!(out, Ok(0));
+            // Only bytes taken are something new to send, and only if the window has room.
+            let wake = !matches!(out, Ok(0)) && c.can_send_now();
             (out, wake)
         });
         match res {

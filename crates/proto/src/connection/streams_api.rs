@@ -117,6 +117,21 @@ impl Connection {
         self.streams.has_control_queued()
     }
 
+    /// Whether stream data written now could leave before the next acknowledgement: the
+    /// session is up, some path's window has room, and the coding window is not full. A
+    /// runtime need not wake its send loop for a write otherwise: the acknowledgement that
+    /// makes room reaches that loop, which then sends what was written.
+    pub fn can_send_now(&self) -> bool {
+        if !self.is_established() {
+            return true;
+        }
+        !self.encoder.is_full()
+            && (0..self.paths.len()).any(|i| {
+                let p = self.paths.get(i);
+                p.sent.in_flight() < p.cc.window()
+            })
+    }
+
     /// Whether a write on `id` would take bytes now.
     pub fn is_writable(&self, id: StreamId) -> bool {
         self.streams.is_writable(id, &self.config)
