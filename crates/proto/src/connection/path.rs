@@ -177,6 +177,12 @@ impl PathData {
         self.validation.validated && !self.liveness.dead && !self.liveness.down
     }
 
+    /// Whether the congestion window has room for another packet: the send loop's test
+    /// for new data, and the runtime's for whether a write is worth waking it.
+    pub(super) fn window_open(&self) -> bool {
+        self.sent.in_flight() < self.cc.window()
+    }
+
     /// Brings a path that was down back as a fresh path to the same address: its
     /// estimators and controller start over (what they learned may not hold for the link
     /// that came back), it must validate again (`token` starts the challenge), and its

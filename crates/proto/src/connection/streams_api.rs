@@ -125,11 +125,7 @@ impl Connection {
         if !self.is_established() {
             return true;
         }
-        !self.encoder.is_full()
-            && (0..self.paths.len()).any(|i| {
-                let p = self.paths.get(i);
-                p.sent.in_flight() < p.cc.window()
-            })
+        !self.encoder.is_full() && (0..self.paths.len()).any(|i| self.paths.get(i).window_open())
     }
 
     /// Whether a write on `id` would take bytes now.

@@ -152,7 +152,7 @@ impl Connection {
         soonest: bool,
     ) -> Option<Transmit> {
         let p = self.paths.get_mut(i);
-        let cwnd_open = p.sent.in_flight() < p.cc.window();
+        let cwnd_open = p.window_open();
         p.pacer.set_gain(p.cc.pacing_gain(p.rtt.srtt()));
         let release = p
             .pacer

@@ -72,8 +72,8 @@ impl Streams {
     /// comes back: each time another quarter of the budget has drained, a batch whose own
     /// rooms cover the free room; every waiter once the budget runs low (a quarter left),
     /// so none waits on writers that were woken and wrote nothing. Waking them all at each
-    /// refill woke every stream of a thousand for room a tenth of them fill; the rest only
-    /// took the session's lock to block again.
+    /// refill woke far more writers than the room could take, and the rest only took the
+    /// session's lock to block again.
     pub(super) fn wake_budget_waiters(
         &mut self,
         config: &TransportConfig,
