@@ -68,7 +68,8 @@ fn run() -> anyhow::Result<()> {
     let log = app::init_logging(&cfg.log);
     notes.log();
     app::raise_open_file_limit_logged();
-    // One runtime thread per shard: the shards' driver tasks then run side by side.
+    // The shards and their sessions' streams run on threads of their own; this runtime
+    // keeps the accept loop, signals, metrics and UDP flows, as many threads as shards.
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(settings.workers)
         .enable_all()

@@ -23,8 +23,9 @@
 //! `DIRECT=1` then runs the bulk transfer and the concurrent streams again straight to the
 //! sink (loopback TCP, no proxies): kernel TCP's own ratio of 1,000 streams to one here.
 //! `SERIES=1` prints, for each gated phase, the MB the sink received in each 100 ms from the
-//! gate's opening and the CPU each process used meanwhile (to stderr): where a phase lost
-//! its time, ramp or tail, and whether the cores were idle then.
+//! gate's opening (`SERIES=MS`: in each MS ms), the CPU each process used meanwhile and the
+//! machine's idle share (to stderr): where a phase lost its time, ramp or tail, and whether
+//! the cores were idle then.
 
 use anyhow::{bail, Context};
 use ctcp_benches::{counting_sink, fill_block, socks_connect, SinkProgress};
@@ -300,29 +301,69 @@ async fn streams_phase(
 /// The processes whose CPU `series` samples: the first forward, the reverse, and this one.
 static SERIES_PIDS: std::sync::OnceLock<[u32; 3]> = std::sync::OnceLock::new();
 
-/// Prints the MB `progress` counted in each 100 ms (`SERIES=1`), and the CPU each of
-/// [`SERIES_PIDS`] used meanwhile (in % of one core, at /proc's 10 ms resolution), until
-/// aborted: where a phase lost its time, and whether the cores sat idle then.
-async fn series(progress: std::sync::Arc<SinkProgress>) {
-    let pids = SERIES_PIDS.get().copied().unwrap_or_default();
-    let cpu = || pids.map(|p| usage(p).map_or(0.0, |u| u.0));
-    let (mut last, mut last_cpu) = (progress.bytes.load(Ordering::Relaxed), cpu());
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
-    tick.tick().await;
-    eprint!("MB per 100 ms, then CPU % forward/reverse/load generator:");
-    loop {
-        tick.tick().await;
-        let (now, now_cpu) = (progress.bytes.load(Ordering::Relaxed), cpu());
-        let pct = |i: usize| ((now_cpu[i] - last_cpu[i]) * 1000.0).round();
-        eprint!(
-            " {:.1} ({}/{}/{})",
-            now.saturating_sub(last) as f64 / 1e6,
-            pct(0),
-            pct(1),
-            pct(2)
-        );
-        (last, last_cpu) = (now, now_cpu);
-    }
+/// Prints the MB `progress` counted in each interval (`SERIES=1`: 100 ms, `SERIES=MS`: MS
+/// ms), each after the ms since the gate, with the CPU each of [`SERIES_PIDS`] used
+/// meanwhile and the machine's idle share (in % of one core / of all cores, at /proc's
+/// 10 ms resolution), until `stop` is set: where a phase lost its time, and whether the
+/// cores sat idle then. A thread of its own, so a busy runtime cannot delay the samples.
+fn series(
+    progress: std::sync::Arc<SinkProgress>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let pids = SERIES_PIDS.get().copied().unwrap_or_default();
+        let cpu = || pids.map(|p| usage(p).map_or(0.0, |u| u.0));
+        let ms: u64 = std::env::var("SERIES")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .filter(|&m| m > 1)
+            .unwrap_or(100);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let t0 = ctcp_runtime::clock::now();
+        let sample = || {
+            let at = ctcp_runtime::clock::now();
+            (
+                progress.bytes.load(Ordering::Relaxed),
+                cpu(),
+                idle_secs(),
+                at,
+            )
+        };
+        let mut last = sample();
+        eprint!("ms since the gate: MB (CPU % forward/reverse/load generator, idle %):");
+        for k in 1.. {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let next = t0 + Duration::from_millis(ms * k);
+            std::thread::sleep(next.saturating_duration_since(ctcp_runtime::clock::now()));
+            let now = sample();
+            let secs = (now.3 - last.3).as_secs_f64();
+            let pct = |i: usize| ((now.1[i] - last.1[i]) * 100.0 / secs).round();
+            eprint!(
+                " {}: {:.1} ({}/{}/{}, {:.0})",
+                (now.3 - t0).as_millis(),
+                now.0.saturating_sub(last.0) as f64 / 1e6,
+                pct(0),
+                pct(1),
+                pct(2),
+                (now.2 - last.2) * 100.0 / secs / cores
+            );
+            last = now;
+        }
+        eprintln!();
+    })
+}
+
+/// Seconds all cores have sat idle since boot (/proc/stat), 0 if unreadable.
+fn idle_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let idle = stat
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(4))
+        .and_then(|v| v.parse::<f64>().ok());
+    idle.unwrap_or(0.0) / 100.0 // USER_HZ
 }
 
 /// One gated phase's timings: every connection opened first, then all written at once.
@@ -405,7 +446,8 @@ async fn run_gated(
         }
         (first, bytes, t.elapsed().as_secs_f64())
     });
-    let series = std::env::var_os("SERIES").map(|_| tokio::spawn(series(progress.clone())));
+    let stop_series = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let series = std::env::var_os("SERIES").map(|_| series(progress.clone(), stop_series.clone()));
     go.send_replace(true);
     for task in tasks {
         task.await??;
@@ -422,8 +464,8 @@ async fn run_gated(
     let data_secs = t.elapsed().as_secs_f64();
     let (first_secs, first_bytes, half_secs) = all_moving.await?;
     if let Some(s) = series {
-        s.abort();
-        eprintln!();
+        stop_series.store(true, Ordering::Relaxed);
+        let _ = s.join();
     }
     Ok(Phase {
         open_secs,

@@ -3,10 +3,10 @@
 //! its events to stream tasks.
 //!
 //! A session lives on the shard that owns its connection id (`ctcp_proto::shard_of`), so
-//! sessions on different shards never share a lock: N shards on a multi-threaded runtime
-//! use N cores. Stream tasks reach their session's endpoint through the shard's mutex,
-//! held only for short, non-blocking calls; they register wakers that the shard's task
-//! fires on readable/writable events.
+//! sessions on different shards never share a lock, and each shard runs on a thread of its
+//! own: N shards use N cores. Stream tasks run on their session's shard's thread too and
+//! reach the endpoint through the shard's mutex, held only for short, non-blocking calls;
+//! they register wakers that the shard's task fires on readable/writable events.
 
 use crate::clock;
 use crate::udp::UdpIo;
@@ -15,6 +15,7 @@ use ctcp_proto::{
     Target,
 };
 use std::collections::HashMap;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -22,6 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::task::JoinSet;
 
 /// GSO batches the driver has the endpoint write per lock hold before sending them.
 const FLUSH_BATCHES: usize = 2;
@@ -86,6 +88,11 @@ const ROUTE_QUEUE: usize = 1024;
 /// One worker's share of the sessions: the sessions whose connection id it owns
 /// (`ctcp_proto::shard_of`).
 pub(crate) struct Shard {
+    /// The shard's own single-threaded runtime, on a thread of its own: its driver task
+    /// and the stream tasks of its sessions ([`Driver::spawn_stream_task`]) run there,
+    /// so one session's work stays on one thread, with no wake-ups or lock contention
+    /// across threads. `None` for a multipath shard, which runs on the caller's runtime.
+    runtime: Option<tokio::runtime::Handle>,
     inner: Mutex<Inner>,
     /// Wakes this shard's driver task: a stream made something sendable, or a session
     /// was started or is to close.
@@ -159,14 +166,14 @@ struct Reports {
 }
 
 impl Driver {
-    /// Starts one driver task per `(endpoint, socket)` pair on the current tokio runtime
-    /// and returns a handle plus the event channels.
+    /// Starts one driver task per `(endpoint, socket)` pair, each on a thread and
+    /// single-threaded runtime of its own, and returns a handle plus the event channels.
     ///
     /// With more than one pair, the pairs are shards: the sockets share one address
     /// ([`crate::udp::bind_shards`]), endpoint `i` owns the connection ids
     /// `ctcp_proto::shard_of(id, n) == i`, and a datagram a shard reads for another's
-    /// session is handed to the owner. Each shard has its own lock, so sessions on
-    /// different shards run on different cores of a multi-threaded runtime.
+    /// session is handed to the owner. Each shard has its own lock and thread, so
+    /// sessions on different shards run on different cores.
     ///
     /// When `shutdown` turns true the endpoints stop accepting new sessions (an INITIATE
     /// is answered "busy") but live sessions carry on, so their streams can drain; the role
@@ -223,8 +230,23 @@ impl Driver {
         let mut ios = Vec::with_capacity(shards.len());
         let mut states = Vec::with_capacity(shards.len());
         let mut receivers = Vec::with_capacity(shards.len());
+        // Multipath sockets are re-bound by tasks on the caller's runtime; those shards
+        // stay there too.
+        let own_threads = path_sockets.is_none();
+        let mut rts = Vec::with_capacity(shards.len());
         for (mut endpoint, socket) in shards {
-            let io = socket.map(UdpIo::new).transpose()?;
+            let rt = own_threads
+                .then(|| {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                })
+                .transpose()?;
+            // The socket's readiness then comes from the shard's own reactor.
+            let io = {
+                let _runtime = rt.as_ref().map(tokio::runtime::Runtime::enter);
+                socket.map(UdpIo::new).transpose()?
+            };
             if let Some(io) = &io {
                 local_addr.get_or_insert(io.local_addr()?);
             }
@@ -232,6 +254,7 @@ impl Driver {
             let (routed, rx) = mpsc::channel(ROUTE_QUEUE);
             let first = states.is_empty();
             states.push(Shard {
+                runtime: rt.as_ref().map(|r| r.handle().clone()),
                 inner: Mutex::new(Inner {
                     endpoint,
                     wakers: Wakers::default(),
@@ -245,6 +268,7 @@ impl Driver {
             });
             ios.push(io);
             receivers.push(rx);
+            rts.push(rt);
         }
         let shared = Arc::new(Shared {
             shards: states.into_boxed_slice(),
@@ -274,11 +298,11 @@ impl Driver {
             drop(s);
             tokio::spawn(crate::paths::monitor(shared.clone()));
         }
-        for (index, (io, routed)) in ios.into_iter().zip(receivers).enumerate() {
+        for (index, ((io, routed), rt)) in ios.into_iter().zip(receivers).zip(rts).enumerate() {
             let gso = io
                 .as_ref()
                 .map_or(gso.unwrap_or(1), UdpIo::max_gso_segments);
-            tokio::spawn(run_shard(
+            let fut = run_shard(
                 shared.clone(),
                 index,
                 io,
@@ -286,9 +310,69 @@ impl Driver {
                 routed,
                 reports.clone(),
                 shutdown.clone(),
-            ));
+            );
+            match rt {
+                Some(rt) => {
+                    std::thread::Builder::new()
+                        .name(format!("ctcp-shard-{index}"))
+                        .spawn(move || rt.block_on(fut))?;
+                }
+                None => {
+                    tokio::spawn(fut);
+                }
+            }
         }
         Ok((Driver { shared }, DriverChannels { incoming, sessions }))
+    }
+
+    /// Spawns a stream's task into `tasks` on the thread of the shard that owns `conn`
+    /// (the first shard for `None`: a forward's only one), where its session's driver
+    /// runs, or on the caller's runtime if that shard runs there.
+    pub(crate) fn spawn_stream_task<F>(
+        &self,
+        tasks: &mut JoinSet<()>,
+        conn: Option<ConnectionHandle>,
+        task: F,
+    ) where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        match &self.shard_for(conn).runtime {
+            Some(rt) => tasks.spawn_on(task, rt),
+            None => tasks.spawn(task),
+        };
+    }
+
+    /// [`Driver::spawn_stream_task`] for a task that serves an accepted TCP connection:
+    /// the socket moves to the shard's reactor first, so its readiness wakes the shard's
+    /// thread and no other. A socket that cannot move is dropped (the client sees a
+    /// reset), with a debug line.
+    pub(crate) fn spawn_tcp_task<F, Fut>(
+        &self,
+        tasks: &mut JoinSet<()>,
+        conn: Option<ConnectionHandle>,
+        tcp: tokio::net::TcpStream,
+        task: F,
+    ) where
+        F: FnOnce(tokio::net::TcpStream) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        if self.shard_for(conn).runtime.is_none() {
+            return self.spawn_stream_task(tasks, conn, task(tcp));
+        }
+        let moved = tcp.into_std();
+        self.spawn_stream_task(tasks, conn, async move {
+            match moved.and_then(tokio::net::TcpStream::from_std) {
+                Ok(tcp) => task(tcp).await,
+                Err(e) => tracing::debug!(error = %e, "could not move a connection to its shard"),
+            }
+        });
+    }
+
+    fn shard_for(&self, conn: Option<ConnectionHandle>) -> &Shard {
+        match conn {
+            Some(h) => self.shared.shard(h),
+            None => &self.shared.shards[0],
+        }
     }
 
     /// Closes every session (CLOSE to each peer) and stops the driver once they are gone.
@@ -808,5 +892,59 @@ fn route_events(inner: &mut Inner, reports: &Reports) {
                 let _ = sessions.send(SessionEvent::Lost(h, err));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn endpoint() -> Endpoint {
+        Endpoint::new(
+            ctcp_proto::EndpointConfig::new(
+                ctcp_proto::Psk::new(&[3; 32]).expect("a 32-byte key"),
+                ctcp_proto::TransportConfig::default(),
+                false,
+            ),
+            [4; 32],
+        )
+    }
+
+    fn thread_name() -> String {
+        std::thread::current().name().unwrap_or("").to_owned()
+    }
+
+    /// A session's stream tasks share its shard's thread with the shard's driver task,
+    /// and an accepted connection keeps working after it moves to that thread's reactor.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stream_tasks_run_on_their_shards_thread_with_their_socket() {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (_stop, rx) = watch::channel(false);
+        let (driver, _channels) = Driver::spawn(vec![(endpoint(), udp)], rx).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (tcp, _) = listener.accept().await.unwrap();
+        let (tx, rx) = oneshot::channel();
+        let mut tasks = JoinSet::new();
+        driver.spawn_tcp_task(&mut tasks, None, tcp, move |mut tcp| async move {
+            let mut buf = [0u8; 5];
+            tcp.read_exact(&mut buf).await.unwrap();
+            tcp.write_all(&buf).await.unwrap();
+            let _ = tx.send(thread_name());
+        });
+        client.write_all(b"hello").await.unwrap();
+        let mut echo = [0u8; 5];
+        client.read_exact(&mut echo).await.unwrap();
+        assert_eq!(&echo, b"hello");
+        assert_eq!(rx.await.unwrap(), "ctcp-shard-0");
+        tasks.join_next().await.unwrap().unwrap();
+        assert_ne!(
+            thread_name(),
+            "ctcp-shard-0",
+            "the test itself runs elsewhere"
+        );
     }
 }

@@ -202,12 +202,12 @@ pub async fn serve(
                         continue;
                     }
                 };
-                let driver = driver.clone();
+                let d = driver.clone();
                 let (settings, auth) = (settings.clone(), auth.clone());
                 let current = current.clone();
                 let udp = udp.clone();
-                tasks.spawn(async move {
-                    if let Err(e) = handle_client(tcp, from, driver, &settings, &auth, current, udp).await {
+                driver.spawn_tcp_task(&mut tasks, None, tcp, move |tcp| async move {
+                    if let Err(e) = handle_client(tcp, from, d, &settings, &auth, current, udp).await {
                         tracing::debug!(%from, error = %e, "client connection ended with error");
                     }
                 });
@@ -223,12 +223,12 @@ pub async fn serve(
                 };
                 let Some(g) = gateway.as_ref() else { continue };
                 let (mode, guard) = (g.mode, g.guard.clone());
-                let driver = driver.clone();
+                let d = driver.clone();
                 let settings = settings.clone();
                 let current = current.clone();
-                tasks.spawn(async move {
+                driver.spawn_tcp_task(&mut tasks, None, tcp, move |tcp| async move {
                     let from = transparent::unmap(from);
-                    if let Err(e) = handle_transparent(tcp, from, mode, &guard, driver, &settings, current).await {
+                    if let Err(e) = handle_transparent(tcp, from, mode, &guard, d, &settings, current).await {
                         tracing::debug!(%from, error = %e, "transparent connection ended with error");
                     }
                 });

@@ -45,14 +45,14 @@ pub(crate) async fn serve(
             _ = shutdown.changed() => if *shutdown.borrow() { break },
             incoming = channels.incoming.recv() => {
                 let Some(incoming) = incoming else { break };
-                let driver = driver.clone();
+                let (d, conn) = (driver.clone(), Some(incoming.conn));
                 if let Some(next) = next.clone() {
-                    tasks.spawn(async move { relay::handle_stream(driver, incoming, &next).await });
+                    driver.spawn_stream_task(&mut tasks, conn, async move { relay::handle_stream(d, incoming, &next).await });
                     continue;
                 }
                 let connect_timeout = settings.connect_timeout;
                 let acl = acl.load();
-                tasks.spawn(async move { handle_stream(driver, incoming, &acl, connect_timeout).await });
+                driver.spawn_stream_task(&mut tasks, conn, async move { handle_stream(d, incoming, &acl, connect_timeout).await });
             }
             ev = channels.sessions.recv() => match ev {
                 Some(SessionEvent::Connected(h)) => tracing::info!(session = h.0, "session established"),
