@@ -698,6 +698,9 @@ async fn run_shard(
         if (closed || *shutdown.borrow()) && me.lock().endpoint.connection_count() == 0 {
             break;
         }
+        // The stream tasks this round woke (on this thread) run before the next batch is
+        // read: otherwise received data piles up in stream buffers, up to the credit.
+        tokio::task::yield_now().await;
     }
     tracing::debug!(shard = index, "driver stopped");
     shared.stopped.send_modify(|n| *n += 1);
