@@ -149,6 +149,19 @@ impl std::fmt::Debug for Driver {
     }
 }
 
+/// A shard's own runtime, shut down without waiting when dropped: the usual drop blocks,
+/// which tokio refuses (with a panic) inside another runtime, where a start that fails
+/// halfway drops the runtimes it built.
+struct ShardRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for ShardRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
 /// Channels the driver reports on.
 #[derive(Debug)]
 pub struct DriverChannels {
@@ -235,16 +248,18 @@ impl Driver {
         let own_threads = path_sockets.is_none();
         let mut rts = Vec::with_capacity(shards.len());
         for (mut endpoint, socket) in shards {
-            let rt = own_threads
-                .then(|| {
-                    tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                })
-                .transpose()?;
+            let rt = ShardRuntime(
+                own_threads
+                    .then(|| {
+                        tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()
+                    })
+                    .transpose()?,
+            );
             // The socket's readiness then comes from the shard's own reactor.
             let io = {
-                let _runtime = rt.as_ref().map(tokio::runtime::Runtime::enter);
+                let _runtime = rt.0.as_ref().map(tokio::runtime::Runtime::enter);
                 socket.map(UdpIo::new).transpose()?
             };
             if let Some(io) = &io {
@@ -254,7 +269,7 @@ impl Driver {
             let (routed, rx) = mpsc::channel(ROUTE_QUEUE);
             let first = states.is_empty();
             states.push(Shard {
-                runtime: rt.as_ref().map(|r| r.handle().clone()),
+                runtime: rt.0.as_ref().map(|r| r.handle().clone()),
                 inner: Mutex::new(Inner {
                     endpoint,
                     wakers: Wakers::default(),
@@ -311,16 +326,17 @@ impl Driver {
                 reports.clone(),
                 shutdown.clone(),
             );
-            match rt {
-                Some(rt) => {
-                    std::thread::Builder::new()
-                        .name(format!("ctcp-shard-{index}"))
-                        .spawn(move || rt.block_on(fut))?;
-                }
-                None => {
-                    tokio::spawn(fut);
-                }
+            if rt.0.is_none() {
+                tokio::spawn(fut);
+                continue;
             }
+            std::thread::Builder::new()
+                .name(format!("ctcp-shard-{index}"))
+                .spawn(move || {
+                    if let Some(rt) = &rt.0 {
+                        rt.block_on(fut);
+                    }
+                })?;
         }
         Ok((Driver { shared }, DriverChannels { incoming, sessions }))
     }
@@ -916,6 +932,23 @@ mod tests {
 
     fn thread_name() -> String {
         std::thread::current().name().unwrap_or("").to_owned()
+    }
+
+    /// A start that fails halfway drops the shard runtimes it built inside the caller's
+    /// runtime, where a plain `Runtime` drop panics.
+    #[tokio::test]
+    async fn a_shard_runtime_can_be_dropped_inside_another_runtime() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let handle = rt.handle().clone();
+        drop(ShardRuntime(Some(rt)));
+        let late = handle.spawn(async {}).await;
+        assert!(
+            late.is_err_and(|e| e.is_cancelled()),
+            "the runtime is shut down"
+        );
     }
 
     /// A session's stream tasks share its shard's thread with the shard's driver task,
