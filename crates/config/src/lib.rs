@@ -423,8 +423,8 @@ pub struct ReverseConfig {
     pub max_sessions: usize,
     /// Handshakes accepted per second.
     pub handshake_rate: u32,
-    /// Worker threads, each driving a shard of the sessions (its own endpoint and
-    /// `SO_REUSEPORT` socket); 0 (the default) means one per available core.
+    /// Worker threads, each driving a shard of the sessions and their streams (its own
+    /// endpoint and `SO_REUSEPORT` socket); 0 (the default) means one per available core.
     pub workers: usize,
     /// Drain time on SIGTERM.
     pub drain_timeout: Duration,
