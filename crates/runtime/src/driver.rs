@@ -194,7 +194,8 @@ impl Driver {
     /// its shard holds no session.
     ///
     /// # Errors
-    /// Fails if a socket cannot be set up for asynchronous I/O.
+    /// Fails if a socket cannot be set up for asynchronous I/O, or a shard's thread or
+    /// runtime cannot be started.
     ///
     /// # Panics
     /// If `shards` is empty.
@@ -977,6 +978,11 @@ mod tests {
         assert_eq!(&echo, b"hello");
         assert_eq!(rx.await.unwrap(), "ctcp-shard-0");
         tasks.join_next().await.unwrap().unwrap();
+        // With no session the shard's task, and so its thread, ends once told to close.
+        driver.close_all();
+        tokio::time::timeout(Duration::from_secs(5), driver.stopped())
+            .await
+            .expect("the shard stops");
         assert_ne!(
             thread_name(),
             "ctcp-shard-0",
