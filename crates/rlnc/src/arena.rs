@@ -101,6 +101,11 @@ impl Arena {
         &mut self.buf[s..s + self.symbol_size]
     }
 
+    /// Bytes the slots take.
+    pub(crate) fn bytes(&self) -> usize {
+        self.buf.len()
+    }
+
     /// The widest span of ids the arena may be asked to hold.
     pub(crate) fn capacity(&self) -> usize {
         self.capacity

@@ -145,6 +145,12 @@ impl Decoder {
         self.next_in_order
     }
 
+    /// Bytes the symbol storage takes now: it grows, in powers of two, with the span of
+    /// ids held (from the lowest not retired to the highest seen), up to the window.
+    pub fn storage_bytes(&self) -> usize {
+        self.arena.bytes() + self.known.len()
+    }
+
     /// Field multiply-adds performed so far, in symbol-sized units (zero on a clean path).
     pub fn field_ops(&self) -> u64 {
         self.field_ops

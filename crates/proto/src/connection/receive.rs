@@ -59,7 +59,9 @@ impl Connection {
             self.paths.get_mut(i).ack.immediate = true;
         }
         if let Some(h) = status.highest_seen {
-            let floor = (h + 1).saturating_sub(self.config.window as u64);
+            // Keeps window − 1 ids below the next new one, so that one still fits the
+            // window's slots: keeping a whole window doubled the decoder's storage.
+            let floor = (h + 2).saturating_sub(self.config.window as u64);
             self.recv.decoder.retire_below(floor);
         }
     }
