@@ -16,6 +16,10 @@ use thiserror::Error;
 /// factor (measurements: docs/experiments/relay-p99.md).
 const AUTOTUNE_GROWTH: u64 = 3;
 
+/// The most an empty receive buffer keeps allocated (a dozen packets' worth, what one
+/// delivery between two reads usually brings).
+const READY_KEEP: usize = 16 << 10;
+
 /// Receive-window autotuning ([`crate::TransportConfig::credit_autotune`]), after Linux's
 /// `tcp_rcv_space_adjust`: over each smoothed round trip it counts the bytes the
 /// application read beyond those already readable when the round trip began; when that
@@ -393,6 +397,11 @@ impl RecvHalf {
         self.ready.drain(..n);
         self.buffered -= n;
         self.read_offset += n as u64;
+        // A drained buffer gives its memory back: otherwise every stream keeps the most it
+        // ever held, and a thousand streams that each once filled up hold that many peaks.
+        if self.ready.is_empty() && self.ready.capacity() > READY_KEEP {
+            self.ready = VecDeque::new();
+        }
     }
 
     /// A new credit limit to announce, once the reader consumed a quarter of the window.
@@ -509,6 +518,24 @@ mod tests {
         assert_eq!(r.insert(5, b"123456", false), Err(StreamError::FlowControl));
         r.insert(0, b"12", true).unwrap();
         assert_eq!(r.insert(2, b"3", false), Err(StreamError::FinalSize));
+    }
+
+    #[test]
+    fn a_drained_receive_buffer_gives_back_its_memory() {
+        let mut r = RecvHalf::new(1 << 20, 1 << 20, None);
+        r.insert(0, &vec![1; 256 << 10], false).unwrap();
+        let mut buf = vec![0u8; 200 << 10];
+        assert_eq!(r.read(&mut buf), ReadOutcome::Data(200 << 10));
+        assert!(
+            r.ready.capacity() >= 56 << 10,
+            "bytes still queued keep their room"
+        );
+        assert_eq!(r.read(&mut buf), ReadOutcome::Data(56 << 10));
+        assert!(r.ready.capacity() <= READY_KEEP);
+        // A small buffer is kept as it is: no allocation churn on every drained read.
+        r.insert(256 << 10, &[2; 4096], false).unwrap();
+        assert_eq!(r.read(&mut buf), ReadOutcome::Data(4096));
+        assert!(r.ready.capacity() >= 4096);
     }
 
     const SRTT: Duration = Duration::from_millis(100);
