@@ -22,6 +22,9 @@
 //! `SESSIONS=8 WORKERS=2 target/release/proxy-bench 300 0`: the 8-process case.
 //! `DIRECT=1` then runs the bulk transfer and the concurrent streams again straight to the
 //! sink (loopback TCP, no proxies): kernel TCP's own ratio of 1,000 streams to one here.
+//! `DOWNLOAD=1` turns every timed phase around: the client reads from an origin through
+//! the proxies (the reverse sends, the forward receives), as a user behind the forward
+//! mostly does.
 //! `SERIES=1` prints, for each gated phase, the MB the sink received in each 100 ms from the
 //! gate's opening (`SERIES=MS`: in each MS ms), the CPU each process used meanwhile and the
 //! machine's idle share (to stderr): where a phase lost its time, ramp or tail, and whether
@@ -34,7 +37,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 struct Proc(Child);
 impl Drop for Proc {
@@ -114,6 +117,92 @@ async fn push_pattern(
     Ok(())
 }
 
+/// With `DOWNLOAD=1`: the source the client reads from, and where the client's reads are
+/// counted and checked, as the sink's are for an upload.
+struct Download {
+    /// Blocks the source serves, by length (registered before a phase's clock starts).
+    blocks: std::sync::Mutex<std::collections::HashMap<u64, std::sync::Arc<Vec<u8>>>>,
+    /// Each finished read's byte count and SHA-256.
+    results: tokio::sync::mpsc::UnboundedSender<(u64, [u8; 32])>,
+    /// The client's bytes read and connections read to the end.
+    progress: std::sync::Arc<SinkProgress>,
+}
+
+/// Set once by `main` when the benchmark runs downloads.
+static DOWNLOAD: std::sync::OnceLock<Download> = std::sync::OnceLock::new();
+
+/// A server that answers each connection's request (a block length and a repeat count,
+/// two little-endian u64s) with that registered block repeated, then closes: the origin
+/// of a download.
+async fn pattern_source() -> anyhow::Result<std::net::SocketAddr> {
+    let l = ctcp_runtime::listen::bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    let addr = l.local_addr()?;
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut req = [0u8; 16];
+                c.read_exact(&mut req).await?;
+                let [len, repeat] = [0, 8]
+                    .map(|i| u64::from_le_bytes(req[i..i + 8].try_into().unwrap_or_default()));
+                let block = DOWNLOAD
+                    .get()
+                    .and_then(|d| d.blocks.lock().ok()?.get(&len).cloned())
+                    .context("no such block")?;
+                for _ in 0..repeat {
+                    c.write_all(&block).await?;
+                }
+                c.shutdown().await?;
+                anyhow::Ok(())
+            });
+        }
+    });
+    Ok(addr)
+}
+
+/// Moves `pattern` `repeat` times between the client and `far` through `socks` (or
+/// straight, if `socks == far`): written to the sink, or with `DOWNLOAD=1` read from the
+/// source, counted and checked as the sink does.
+async fn transfer(
+    socks: std::net::SocketAddr,
+    far: std::net::SocketAddr,
+    pattern: std::sync::Arc<Vec<u8>>,
+    repeat: u64,
+    gate: Option<(
+        tokio::sync::mpsc::Sender<()>,
+        tokio::sync::watch::Receiver<bool>,
+    )>,
+) -> anyhow::Result<()> {
+    let Some(down) = DOWNLOAD.get() else {
+        return push_pattern(socks, far, pattern, repeat, gate).await;
+    };
+    let mut c = if socks == far {
+        tokio::net::TcpStream::connect(far).await?
+    } else {
+        socks_connect(socks, far).await?
+    };
+    if let Some((opened, mut go)) = gate {
+        opened.send(()).await?;
+        go.wait_for(|g| *g).await?;
+    }
+    let mut req = [0u8; 16];
+    req[..8].copy_from_slice(&(pattern.len() as u64).to_le_bytes());
+    req[8..].copy_from_slice(&repeat.to_le_bytes());
+    c.write_all(&req).await?;
+    let (mut h, mut n, mut buf) = (Sha256::new(), 0u64, vec![0u8; 256 << 10]);
+    loop {
+        let k = c.read(&mut buf).await?;
+        if k == 0 {
+            break;
+        }
+        h.update(&buf[..k]);
+        n += k as u64;
+        down.progress.bytes.fetch_add(k as u64, Ordering::Relaxed);
+    }
+    down.progress.finished.fetch_add(1, Ordering::Relaxed);
+    let _ = down.results.send((n, h.finalize().into()));
+    Ok(())
+}
+
 /// `len` pattern bytes and the SHA-256 of the pattern repeated `repeat` times.
 fn pattern(len: usize, seed: u64, repeat: u64) -> (std::sync::Arc<Vec<u8>>, [u8; 32]) {
     let mut p = vec![0u8; len];
@@ -122,7 +211,13 @@ fn pattern(len: usize, seed: u64, repeat: u64) -> (std::sync::Arc<Vec<u8>>, [u8;
     for _ in 0..repeat {
         h.update(&p);
     }
-    (std::sync::Arc::new(p), h.finalize().into())
+    let p = std::sync::Arc::new(p);
+    if let Some(d) = DOWNLOAD.get() {
+        if let Ok(mut blocks) = d.blocks.lock() {
+            blocks.insert(len as u64, p.clone());
+        }
+    }
+    (p, h.finalize().into())
 }
 
 /// (RSS kB now, open file descriptors) of a process.
@@ -262,7 +357,7 @@ async fn bulk_transfer(
     let total = mb * 1_048_576;
     let (block, sent) = pattern(1 << 20, 1, mb);
     let t = ctcp_runtime::clock::now();
-    push_pattern(via, sink, block, mb, None).await?;
+    transfer(via, sink, block, mb, None).await?;
     let (n, got) = results.recv().await.context("sink")?;
     let secs = t.elapsed().as_secs_f64();
     if n != total || got != sent {
@@ -410,7 +505,7 @@ async fn run_gated(
     let mut tasks = Vec::with_capacity(n);
     for &socks in via {
         let g = Some((opened_tx.clone(), gate.clone()));
-        tasks.push(tokio::spawn(push_pattern(
+        tasks.push(tokio::spawn(transfer(
             socks,
             sink,
             block.clone(),
@@ -558,6 +653,23 @@ async fn main() -> anyhow::Result<()> {
     for &t in &tcps {
         ready(t, sink, &mut results).await?;
     }
+    // From here on, `sink` is where the timed phases' bytes come from or go to.
+    let (sink, mut results, progress) = if std::env::var("DOWNLOAD").is_ok_and(|v| v == "1") {
+        if soak_secs > 0 {
+            bail!("DOWNLOAD=1 does not apply to the soak");
+        }
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let down = Download {
+            blocks: Default::default(),
+            results: tx,
+            progress: Default::default(),
+        };
+        let p = down.progress.clone();
+        let _ = DOWNLOAD.set(down);
+        (pattern_source().await?, rx, p)
+    } else {
+        (sink, results, progress)
+    };
 
     let total = mb * 1_048_576;
     let me = std::process::id();
