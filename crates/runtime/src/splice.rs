@@ -29,14 +29,26 @@ struct Up {
     eof: bool,
     done: bool,
     bytes: u64,
-    /// The last read's size: the next asks for at most twice it (within
-    /// [`MIN_READ`]..=[`CHUNK`]), since the send buffer grows to the space a read asks
-    /// for and an interactive socket's few bytes should not cost 64 KiB of memory.
-    last: usize,
+    /// What the next read asks for: [`FIRST_READ`] at first, doubled (up to [`CHUNK`])
+    /// each time a read fills it. The stream's send buffer grows to the space a read asks
+    /// for, before the read, and keeps it while the stream is open, so a socket that only
+    /// ever sends a request (or whose readiness was stale) should not cost 64 KiB.
+    ask: usize,
 }
 
-/// The least a read asks for.
-const MIN_READ: usize = 16 * 1024;
+/// What a socket's first read asks for: a request's worth.
+const FIRST_READ: usize = 4 * 1024;
+
+/// The ask after a read of `n` bytes that asked for `ask`: a full read says the socket
+/// had more, so twice as much (up to [`CHUNK`]); a short one keeps it, so a drained
+/// socket's small reads never shrink it.
+fn next_ask(ask: usize, n: usize) -> usize {
+    if n >= ask {
+        (ask * 2).min(CHUNK)
+    } else {
+        ask
+    }
+}
 
 impl Up {
     fn poll(
@@ -55,16 +67,12 @@ impl Up {
                 continue;
             }
             ready!(tcp.poll_read_ready(cx))?;
-            let ask = if self.last == 0 {
-                CHUNK
-            } else {
-                (self.last * 2).clamp(MIN_READ, CHUNK)
-            };
+            let ask = self.ask.clamp(FIRST_READ, CHUNK);
             match ready!(stream.poll_fill_from(cx, tcp, ask))? {
                 Some(0) => self.eof = true,
                 Some(n) => {
                     self.bytes += n as u64;
-                    self.last = n;
+                    self.ask = next_ask(ask, n);
                 }
                 // Readiness was stale; `poll_read_ready` now waits for the next.
                 None => {}
@@ -130,4 +138,25 @@ pub(crate) async fn splice(
         }
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_ask_for_a_request_first_and_grow_only_when_filled() {
+        let first = Up::default().ask.clamp(FIRST_READ, CHUNK);
+        assert_eq!(first, FIRST_READ);
+        // A request's few bytes, then stale readiness: the buffer is never asked to grow.
+        assert_eq!(next_ask(first, 16), FIRST_READ);
+        // A bulk sender fills every read: 4, 8, 16, 32, 64 KiB, and no further.
+        let mut ask = first;
+        for _ in 0..8 {
+            ask = next_ask(ask, ask);
+        }
+        assert_eq!(ask, CHUNK);
+        // A socket drained mid-transfer keeps the size it reached.
+        assert_eq!(next_ask(CHUNK, 100), CHUNK);
+    }
 }
