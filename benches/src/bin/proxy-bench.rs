@@ -666,6 +666,7 @@ async fn main() -> anyhow::Result<()> {
         };
         let p = down.progress.clone();
         let _ = DOWNLOAD.set(down);
+        println!("DOWNLOAD=1: every phase below reads from an origin through the proxies");
         (pattern_source().await?, rx, p)
     } else {
         (sink, results, progress)
