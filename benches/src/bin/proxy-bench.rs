@@ -86,6 +86,32 @@ async fn push(
     Ok(digest)
 }
 
+/// A gated phase's gate: where a connection reports itself open, and the signal to start.
+type Gate = (
+    tokio::sync::mpsc::Sender<()>,
+    tokio::sync::watch::Receiver<bool>,
+);
+
+/// Connects to `far` through the SOCKS port `socks` (straight, if `socks == far`: the
+/// kernel-TCP baseline, `DIRECT=1`); with a gate, reports the connection as open and waits
+/// for the gate to open.
+async fn connect_gated(
+    socks: std::net::SocketAddr,
+    far: std::net::SocketAddr,
+    gate: Option<Gate>,
+) -> anyhow::Result<tokio::net::TcpStream> {
+    let c = if socks == far {
+        tokio::net::TcpStream::connect(far).await?
+    } else {
+        socks_connect(socks, far).await?
+    };
+    if let Some((opened, mut go)) = gate {
+        opened.send(()).await?;
+        go.wait_for(|g| *g).await?;
+    }
+    Ok(c)
+}
+
 /// Connects through the SOCKS port; with a gate, reports the connection as open and
 /// waits for the gate to open before writing; then writes `pattern` `repeat` times and
 /// closes. The pattern and its digest are made before the clock starts, so the timed
@@ -95,21 +121,9 @@ async fn push_pattern(
     sink: std::net::SocketAddr,
     pattern: std::sync::Arc<Vec<u8>>,
     repeat: u64,
-    gate: Option<(
-        tokio::sync::mpsc::Sender<()>,
-        tokio::sync::watch::Receiver<bool>,
-    )>,
+    gate: Option<Gate>,
 ) -> anyhow::Result<()> {
-    // `socks == sink`: straight to the sink, the kernel-TCP baseline (`DIRECT=1`).
-    let mut c = if socks == sink {
-        tokio::net::TcpStream::connect(sink).await?
-    } else {
-        socks_connect(socks, sink).await?
-    };
-    if let Some((opened, mut go)) = gate {
-        opened.send(()).await?;
-        go.wait_for(|g| *g).await?;
-    }
+    let mut c = connect_gated(socks, sink, gate).await?;
     for _ in 0..repeat {
         c.write_all(&pattern).await?;
     }
@@ -167,23 +181,12 @@ async fn transfer(
     far: std::net::SocketAddr,
     pattern: std::sync::Arc<Vec<u8>>,
     repeat: u64,
-    gate: Option<(
-        tokio::sync::mpsc::Sender<()>,
-        tokio::sync::watch::Receiver<bool>,
-    )>,
+    gate: Option<Gate>,
 ) -> anyhow::Result<()> {
     let Some(down) = DOWNLOAD.get() else {
         return push_pattern(socks, far, pattern, repeat, gate).await;
     };
-    let mut c = if socks == far {
-        tokio::net::TcpStream::connect(far).await?
-    } else {
-        socks_connect(socks, far).await?
-    };
-    if let Some((opened, mut go)) = gate {
-        opened.send(()).await?;
-        go.wait_for(|g| *g).await?;
-    }
+    let mut c = connect_gated(socks, far, gate).await?;
     let mut req = [0u8; 16];
     req[..8].copy_from_slice(&(pattern.len() as u64).to_le_bytes());
     req[8..].copy_from_slice(&repeat.to_le_bytes());
